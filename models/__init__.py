@@ -1,0 +1,10 @@
+"""Shared model package: embedder architectures, their configs, and loading.
+
+Imported by training, indexing and service; imports no other project package.
+"""
+
+from models.embedder.configuration_embedder import EmbedderConfig
+from models.embedder.modeling_embedder import Embedder
+from models.loading import EmbedderCache, load_embedder, resolve_model_dir
+
+__all__ = ["Embedder", "EmbedderCache", "EmbedderConfig", "load_embedder", "resolve_model_dir"]

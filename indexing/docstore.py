@@ -1,0 +1,212 @@
+"""The durable document store of one collection: SQLite in WAL mode, the source of truth.
+
+Indexes are derived from it and can always be rebuilt from it: each passage row keeps its embedding.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS documents (
+    doc_id TEXT PRIMARY KEY,
+    title TEXT NOT NULL,
+    text TEXT NOT NULL,
+    metadata TEXT NOT NULL,
+    content_hash TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS passages (
+    pid INTEGER PRIMARY KEY AUTOINCREMENT,
+    doc_id TEXT NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
+    idx INTEGER NOT NULL,
+    start INTEGER NOT NULL,
+    end INTEGER NOT NULL,
+    embedding BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS passages_doc ON passages(doc_id);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+INSERT OR IGNORE INTO meta(key, value) VALUES ('seq', 0);
+"""
+
+
+@dataclass(frozen=True)
+class StoredDocument:
+    """A document ready to store: its passages' spans and embeddings are computed already."""
+
+    doc_id: str
+    title: str
+    text: str
+    metadata: dict[str, Any]
+    content_hash: str
+    spans: Sequence[tuple[int, int]]  # (start, end) character offsets, one per passage
+    embeddings: np.ndarray  # (P, d) float32, one row per span
+
+
+@dataclass(frozen=True)
+class PassageHit:
+    pid: int
+    doc_id: str
+    index: int
+    start: int
+    end: int
+    title: str
+    text: str  # the passage's own text
+    metadata: dict[str, Any]
+
+
+class DocStore:
+    """Thread-safe: one SQLite connection per thread, writes serialised by SQLite's own lock."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._all_lock = threading.Lock()
+        with self._conn() as conn:
+            conn.executescript(SCHEMA)
+
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable across process crashes
+            conn.execute("PRAGMA foreign_keys=ON")
+            self._local.conn = conn
+            with self._all_lock:
+                self._all.append(conn)
+        return conn
+
+    def close(self) -> None:
+        """Close every thread's connection (the collection is going away)."""
+        with self._all_lock:
+            for conn in self._all:
+                conn.close()
+            self._all.clear()
+        self._local = threading.local()
+
+    # --- writes (the caller holds the collection's writer lock) ---------------------------------
+    def upsert(self, docs: Iterable[StoredDocument]) -> int:
+        """Replace each document and its passages in one transaction; returns the new change seq."""
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for d in docs:
+                conn.execute("DELETE FROM passages WHERE doc_id = ?", (d.doc_id,))
+                conn.execute(
+                    "INSERT INTO documents(doc_id, title, text, metadata, content_hash) VALUES (?,?,?,?,?) "
+                    "ON CONFLICT(doc_id) DO UPDATE SET title=excluded.title, text=excluded.text, "
+                    "metadata=excluded.metadata, content_hash=excluded.content_hash",
+                    (d.doc_id, d.title, d.text, json.dumps(d.metadata), d.content_hash),
+                )
+                emb = np.ascontiguousarray(d.embeddings, dtype=np.float32)
+                conn.executemany(
+                    "INSERT INTO passages(doc_id, idx, start, end, embedding) VALUES (?,?,?,?,?)",
+                    [(d.doc_id, i, s, e, emb[i].tobytes()) for i, (s, e) in enumerate(d.spans)],
+                )
+            seq = self._bump(conn)
+            conn.execute("COMMIT")
+            return seq
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def delete(self, doc_ids: Sequence[str]) -> int:
+        """Delete documents (and their passages); returns how many existed."""
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            n = 0
+            for doc_id in doc_ids:
+                conn.execute("DELETE FROM passages WHERE doc_id = ?", (doc_id,))
+                n += conn.execute("DELETE FROM documents WHERE doc_id = ?", (doc_id,)).rowcount
+            self._bump(conn)
+            conn.execute("COMMIT")
+            return n
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    @staticmethod
+    def _bump(conn: sqlite3.Connection) -> int:
+        conn.execute("UPDATE meta SET value = value + 1 WHERE key = 'seq'")
+        return int(conn.execute("SELECT value FROM meta WHERE key = 'seq'").fetchone()[0])
+
+    # --- reads -----------------------------------------------------------------------------------
+    def seq(self) -> int:
+        """A counter bumped by every committed write: indexes record the seq they reflect."""
+        return int(self._conn().execute("SELECT value FROM meta WHERE key = 'seq'").fetchone()[0])
+
+    def counts(self) -> tuple[int, int]:
+        conn = self._conn()
+        docs = conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
+        passages = conn.execute("SELECT COUNT(*) FROM passages").fetchone()[0]
+        return int(docs), int(passages)
+
+    def content_hashes(self, doc_ids: Sequence[str]) -> dict[str, str]:
+        out: dict[str, str] = {}
+        conn = self._conn()
+        for i in range(0, len(doc_ids), 500):
+            part = list(doc_ids[i : i + 500])
+            marks = ",".join("?" * len(part))
+            rows = conn.execute(f"SELECT doc_id, content_hash FROM documents WHERE doc_id IN ({marks})", part)
+            out.update(dict(rows.fetchall()))
+        return out
+
+    def passage_docs(self, pids: Sequence[int]) -> dict[int, str]:
+        """Document id of each passage that still exists."""
+        out: dict[int, str] = {}
+        conn = self._conn()
+        for i in range(0, len(pids), 500):
+            part = [int(p) for p in pids[i : i + 500]]
+            marks = ",".join("?" * len(part))
+            out.update(conn.execute(f"SELECT pid, doc_id FROM passages WHERE pid IN ({marks})", part).fetchall())
+        return out
+
+    def passages(self, pids: Sequence[int]) -> dict[int, PassageHit]:
+        """The passages that still exist, with their document's title and metadata."""
+        out: dict[int, PassageHit] = {}
+        conn = self._conn()
+        for i in range(0, len(pids), 500):
+            part = [int(p) for p in pids[i : i + 500]]
+            marks = ",".join("?" * len(part))
+            rows = conn.execute(
+                "SELECT p.pid, p.doc_id, p.idx, p.start, p.end, d.title, d.text, d.metadata "
+                f"FROM passages p JOIN documents d ON d.doc_id = p.doc_id WHERE p.pid IN ({marks})",
+                part,
+            )
+            for pid, doc_id, idx, start, end, title, text, meta in rows:
+                out[pid] = PassageHit(pid, doc_id, idx, start, end, title, text[start:end], json.loads(meta))
+        return out
+
+    def iter_passages(self, batch_size: int = 4096) -> Iterator[tuple[np.ndarray, list[str], np.ndarray]]:
+        """Every passage in pid order, in batches: (pids (n,), title + passage texts, embeddings (n, d))."""
+        conn = self._conn()
+        last = -1
+        while True:
+            rows = conn.execute(
+                "SELECT p.pid, d.title, substr(d.text, p.start + 1, p.end - p.start), p.embedding "
+                "FROM passages p JOIN documents d ON d.doc_id = p.doc_id WHERE p.pid > ? "
+                "ORDER BY p.pid LIMIT ?",
+                (last, batch_size),
+            ).fetchall()
+            if not rows:
+                return
+            pids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+            texts = [passage_text(r[1], r[2]) for r in rows]
+            emb = np.stack([np.frombuffer(r[3], dtype=np.float32) for r in rows])  # (n, d)
+            yield pids, texts, emb
+            last = int(pids[-1])
+
+
+def passage_text(title: str, body: str) -> str:
+    """What the embedder and BM25 read for a passage: the document title, then the passage."""
+    return f"{title}\n{body}" if title else body

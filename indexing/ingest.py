@@ -1,0 +1,122 @@
+"""Running one job: chunk, embed and store documents in bounded batches, then publish fresh indexes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from indexing.chunking import chunk_text
+from indexing.collection import Collection, CollectionNotFound, CollectionStore
+from indexing.docstore import StoredDocument, passage_text
+from indexing.jobs import TERMINAL, JobKind, JobStatus, JobStore
+from models import Embedder, EmbedderCache
+
+log = logging.getLogger("vela.ingest")
+
+
+def content_hash(doc: dict[str, Any], chunking: Any) -> str:
+    """Unchanged documents (same text, title, metadata and chunking) are not embedded again."""
+    key = json.dumps([doc.get("title") or "", doc["text"], doc.get("metadata") or {}, repr(chunking)])
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def prepare_documents(docs: Sequence[dict[str, Any]], coll: Collection, embedder: Embedder) -> list[StoredDocument]:
+    """Chunk every document and embed all passages of the batch in one pass."""
+    chunking = coll.settings.chunking
+    spans = [chunk_text(d["text"], embedder.tokenizer, chunking) for d in docs]
+    texts = [
+        passage_text(d.get("title") or "", d["text"][s.start : s.end])
+        for d, doc_spans in zip(docs, spans, strict=True)
+        for s in doc_spans
+    ]
+    vectors = embedder.encode_documents(texts)  # (P, d)
+    out, row = [], 0
+    for d, doc_spans in zip(docs, spans, strict=True):
+        n = len(doc_spans)
+        out.append(
+            StoredDocument(
+                doc_id=d["id"],
+                title=d.get("title") or "",
+                text=d["text"],
+                metadata=d.get("metadata") or {},
+                content_hash=content_hash(d, chunking),
+                spans=[(s.start, s.end) for s in doc_spans],
+                embeddings=vectors[row : row + n],
+            )
+        )
+        row += n
+    return out
+
+
+def run_job(
+    *,
+    job_id: str,
+    jobs: JobStore,
+    collections: CollectionStore,
+    embedders: EmbedderCache,
+    batch_size: int = 64,
+    commit_interval_s: float = 60.0,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> JobStatus:
+    """Run a job to its end. Safe to run again after a crash: upserts by id converge to the same state."""
+    job = jobs.get(job_id)
+    if job.status in TERMINAL:
+        return job.status
+    job = jobs.start(job_id)
+    try:
+        coll = collections.get(job.collection)
+        payload = jobs.payload(job_id)
+        with coll.writer():
+            status = _run_batches(
+                job_id, job.kind, payload, coll, jobs, embedders, batch_size, commit_interval_s, on_progress
+            )
+            coll.commit()
+        jobs.finish(job_id, status)
+        return status
+    except CollectionNotFound:
+        jobs.finish(job_id, JobStatus.CANCELLED, error=f"collection {job.collection!r} was deleted")
+        return JobStatus.CANCELLED
+    except Exception as exc:
+        log.exception("job failed", extra={"job_id": job_id, "collection": job.collection})
+        jobs.finish(job_id, JobStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
+        return JobStatus.FAILED
+
+
+def _run_batches(
+    job_id: str,
+    kind: JobKind,
+    payload: list[Any],
+    coll: Collection,
+    jobs: JobStore,
+    embedders: EmbedderCache,
+    batch_size: int,
+    commit_interval_s: float,
+    on_progress: Callable[[int, int], None] | None,
+) -> JobStatus:
+    if kind == JobKind.DELETE:
+        coll.docstore.delete([str(x) for x in payload])
+        jobs.progress(job_id, len(payload))
+        return JobStatus.SUCCEEDED
+    embedder = embedders.get(coll.settings.embedder)
+    last_commit = time.monotonic()
+    done = 0
+    for start in range(0, len(payload), batch_size):
+        if jobs.cancel_requested(job_id):
+            return JobStatus.CANCELLED  # work so far stays: every finished batch is a consistent state
+        batch = payload[start : start + batch_size]
+        stored = coll.docstore.content_hashes([d["id"] for d in batch])
+        changed = [d for d in batch if stored.get(d["id"]) != content_hash(d, coll.settings.chunking)]
+        if changed:
+            coll.docstore.upsert(prepare_documents(changed, coll, embedder))
+        done += len(batch)
+        jobs.progress(job_id, done)
+        if on_progress is not None:
+            on_progress(done, len(payload))
+        if time.monotonic() - last_commit > commit_interval_s:
+            coll.commit()  # long jobs become searchable as they go, one whole snapshot at a time
+            last_commit = time.monotonic()
+    return JobStatus.SUCCEEDED

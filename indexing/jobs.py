@@ -1,0 +1,197 @@
+"""Durable job records: what to ingest or delete, its status and progress. SQLite, shared by processes."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY,
+    collection TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    status TEXT NOT NULL,
+    done INTEGER NOT NULL DEFAULT 0,
+    total INTEGER NOT NULL,
+    error TEXT,
+    payload TEXT,
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    created_at REAL NOT NULL,
+    started_at REAL,
+    finished_at REAL
+);
+CREATE INDEX IF NOT EXISTS jobs_status ON jobs(status);
+"""
+
+
+class JobStatus(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+TERMINAL = {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED}
+
+
+class JobKind(StrEnum):
+    UPSERT = "upsert"
+    DELETE = "delete"
+
+
+@dataclass(frozen=True)
+class Job:
+    id: str
+    collection: str
+    kind: JobKind
+    status: JobStatus
+    done: int
+    total: int
+    error: str | None
+    cancel_requested: bool
+    attempts: int
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+
+    @property
+    def docs_per_s(self) -> float | None:
+        if self.started_at is None or self.done == 0:
+            return None
+        elapsed = (self.finished_at or time.time()) - self.started_at
+        return self.done / elapsed if elapsed > 0 else None
+
+    @property
+    def eta_s(self) -> float | None:
+        rate = self.docs_per_s
+        if self.status != JobStatus.RUNNING or not rate:
+            return None
+        return (self.total - self.done) / rate
+
+
+class JobNotFound(KeyError):
+    pass
+
+
+class JobStore:
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._local = threading.local()
+        self._conn().executescript(SCHEMA)
+
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            self._local.conn = conn
+        return conn
+
+    def create(self, *, collection: str, kind: JobKind, payload: list[Any]) -> Job:
+        job_id = uuid.uuid4().hex
+        self._conn().execute(
+            "INSERT INTO jobs(id, collection, kind, status, total, payload, created_at) VALUES (?,?,?,?,?,?,?)",
+            (
+                job_id,
+                collection,
+                kind.value,
+                JobStatus.QUEUED.value,
+                len(payload),
+                json.dumps(payload),
+                time.time(),
+            ),
+        )
+        return self.get(job_id)
+
+    def get(self, job_id: str) -> Job:
+        row = (
+            self._conn()
+            .execute(
+                "SELECT id, collection, kind, status, done, total, error, cancel_requested, attempts, "
+                "created_at, started_at, finished_at FROM jobs WHERE id = ?",
+                (job_id,),
+            )
+            .fetchone()
+        )
+        if row is None:
+            raise JobNotFound(job_id)
+        return Job(row[0], row[1], JobKind(row[2]), JobStatus(row[3]), row[4], row[5], row[6], bool(row[7]), *row[8:])
+
+    def payload(self, job_id: str) -> list[Any]:
+        row = self._conn().execute("SELECT payload FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        if row is None:
+            raise JobNotFound(job_id)
+        return list(json.loads(row[0] or "[]"))
+
+    def unfinished(self) -> list[str]:
+        """Jobs a crash may have interrupted, oldest first: they run again (at-least-once)."""
+        rows = self._conn().execute(
+            "SELECT id FROM jobs WHERE status IN (?, ?) ORDER BY created_at",
+            (JobStatus.QUEUED.value, JobStatus.RUNNING.value),
+        )
+        return [r[0] for r in rows]
+
+    def start(self, job_id: str) -> Job:
+        self._conn().execute(
+            "UPDATE jobs SET status = ?, started_at = COALESCE(started_at, ?), attempts = attempts + 1 WHERE id = ?",
+            (JobStatus.RUNNING.value, time.time(), job_id),
+        )
+        return self.get(job_id)
+
+    def progress(self, job_id: str, done: int) -> None:
+        self._conn().execute("UPDATE jobs SET done = ? WHERE id = ?", (done, job_id))
+
+    def finish(self, job_id: str, status: JobStatus, error: str | None = None) -> None:
+        # The payload is dropped once the job is over: the documents now live in the collection.
+        self._conn().execute(
+            "UPDATE jobs SET status = ?, error = ?, finished_at = ?, payload = NULL WHERE id = ?",
+            (status.value, error, time.time(), job_id),
+        )
+
+    def request_cancel(self, job_id: str) -> Job:
+        """Queued jobs are cancelled at once; running ones stop at their next batch."""
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            job = self.get(job_id)
+            if job.status == JobStatus.QUEUED:
+                conn.execute(
+                    "UPDATE jobs SET status = ?, finished_at = ?, payload = NULL, cancel_requested = 1 WHERE id = ?",
+                    (JobStatus.CANCELLED.value, time.time(), job_id),
+                )
+            elif job.status == JobStatus.RUNNING:
+                conn.execute("UPDATE jobs SET cancel_requested = 1 WHERE id = ?", (job_id,))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return self.get(job_id)
+
+    def cancel_requested(self, job_id: str) -> bool:
+        row = self._conn().execute("SELECT cancel_requested FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        return bool(row and row[0])
+
+    def cancel_collection(self, collection: str) -> None:
+        """A deleted collection's pending jobs are cancelled."""
+        self._conn().execute(
+            "UPDATE jobs SET cancel_requested = 1, status = CASE WHEN status = ? THEN ? ELSE status END "
+            "WHERE collection = ? AND status IN (?, ?)",
+            (
+                JobStatus.QUEUED.value,
+                JobStatus.CANCELLED.value,
+                collection,
+                JobStatus.QUEUED.value,
+                JobStatus.RUNNING.value,
+            ),
+        )

@@ -1,0 +1,51 @@
+"""The in-process job queue of the embedded default: one worker thread, jobs durable in the JobStore."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable
+
+from indexing.jobs import JobStore
+
+log = logging.getLogger("vela.queue")
+
+
+class InProcessQueue:
+    """Runs jobs one at a time on a background thread. Jobs left queued or running by a crash are
+    picked up again at start (at-least-once; jobs are idempotent)."""
+
+    def __init__(self, jobs: JobStore, run: Callable[[str], object]) -> None:
+        self.jobs = jobs
+        self._run = run
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._loop, name="vela-ingest", daemon=True)
+
+    def start(self) -> None:
+        for job_id in self.jobs.unfinished():
+            self._queue.put(job_id)
+        self._thread.start()
+
+    def submit(self, job_id: str) -> None:
+        self._queue.put(job_id)
+
+    def join(self) -> None:
+        """Wait until every submitted job has run (tests and the eval CLI use it)."""
+        self._queue.join()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        while True:
+            job_id = self._queue.get()
+            try:
+                if job_id is None:
+                    return
+                self._run(job_id)
+            except Exception:
+                log.exception("job crashed", extra={"job_id": job_id})
+            finally:
+                self._queue.task_done()

@@ -1,0 +1,225 @@
+"""Versioned, crash-safe index snapshots of one collection: FAISS (full + Matryoshka prefix) and BM25.
+
+Layout under `<collection>/index/`:
+    CURRENT                      {"version": N}; replaced atomically, so readers see one whole snapshot
+    v000N/manifest.json          what the snapshot holds: docstore seq, counts, dims, params, file sizes
+    v000N/dense-full.faiss       IndexFlatIP over unit vectors (row i is passage dense.ids.npy[i])
+    v000N/dense-small.faiss      IndexFlatIP over the re-normalised first `small_dim` dims
+    v000N/dense.ids.npy          int64 passage ids, row order of both FAISS files
+    v000N/bm25/                  bm25s arrays + JSON (see indexing/bm25.py), with its own ids.npy
+
+A snapshot is written into a temporary folder, fsynced, renamed to its version, and only then named in
+CURRENT: a crash at any point leaves the previous snapshot in force.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import faiss
+import numpy as np
+
+from indexing.bm25 import BM25Index, BM25Params, tokenize
+from indexing.docstore import DocStore
+
+MANIFEST = "manifest.json"
+CURRENT = "CURRENT"
+KEEP_VERSIONS = 2  # the current snapshot and the one before it (a reader may still be loading it)
+
+
+class SnapshotError(RuntimeError):
+    """A snapshot is missing, truncated or inconsistent: rebuild it from the doc store."""
+
+
+def l2_normalize(x: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(x, axis=1, keepdims=True)  # (n, 1)
+    return (x / np.maximum(norms, 1e-12)).astype(np.float32)
+
+
+@dataclass
+class IndexSnapshot:
+    version: int
+    manifest: dict[str, Any]
+    dense_full: faiss.Index  # IndexFlatIP
+    dense_small: faiss.Index  # IndexFlatIP
+    dense_ids: np.ndarray  # (N,) int64 passage ids
+    bm25: BM25Index
+
+    @property
+    def seq(self) -> int:
+        return int(self.manifest["seq"])
+
+    @property
+    def passages(self) -> int:
+        return int(self.dense_ids.shape[0])
+
+    @property
+    def small_dim(self) -> int:
+        return int(self.manifest["small_dim"])
+
+    def search_dense(
+        self, queries: np.ndarray, n: int, *, dim: str = "full", rescore_factor: int = 4
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Top-n passages per query by cosine: (passage ids, scores) each.
+
+        dim="small" searches the Matryoshka prefix index for a shortlist of rescore_factor * n rows, then
+        rescores that shortlist with the full vectors, so the final scores are always full-dim cosines.
+        """
+        total = self.passages
+        n = min(n, total)
+        if n == 0:
+            return [(np.empty(0, np.int64), np.empty(0, np.float32)) for _ in range(len(queries))]
+        q = np.ascontiguousarray(queries, dtype=np.float32)  # (nq, d)
+        if dim == "full":
+            scores, rows = self.dense_full.search(q, n)  # (nq, n) each
+            return [(self.dense_ids[r], s) for r, s in zip(rows, scores, strict=True)]
+        shortlist = min(total, max(n * rescore_factor, n))
+        _, rows = self.dense_small.search(l2_normalize(q[:, : self.small_dim]), shortlist)  # (nq, S)
+        out = []
+        for qi, r in enumerate(rows):
+            r = r[r >= 0]
+            vecs = self.dense_full.reconstruct_batch(r)  # (S, d)
+            full_scores = vecs @ q[qi]  # (S,)
+            top = np.argsort(-full_scores, kind="stable")[:n]
+            out.append((self.dense_ids[r[top]], full_scores[top].astype(np.float32)))
+        return out
+
+    def search_bm25(self, query_texts: list[str], n: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        return self.bm25.search(tokenize(query_texts), n)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_tree(root: Path) -> None:
+    for dirpath, _, files in os.walk(root):
+        for name in files:
+            with open(os.path.join(dirpath, name), "rb") as f:
+                os.fsync(f.fileno())
+        _fsync_dir(Path(dirpath))
+
+
+def _file_sizes(root: Path) -> dict[str, int]:
+    return {str(p.relative_to(root)): p.stat().st_size for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def current_version(index_dir: Path) -> int | None:
+    try:
+        return int(json.loads((index_dir / CURRENT).read_text())["version"])
+    except FileNotFoundError:
+        return None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SnapshotError(f"unreadable {index_dir / CURRENT}: {exc}") from exc
+
+
+def build_snapshot(
+    index_dir: Path,
+    docstore: DocStore,
+    *,
+    dim: int,
+    small_dim: int,
+    bm25_params: BM25Params,
+    extra: dict[str, Any],
+) -> int:
+    """Build every index from the doc store and publish it as the next version; returns the version."""
+    index_dir.mkdir(parents=True, exist_ok=True)
+    seq = docstore.seq()  # read first: the snapshot reflects at least this state
+    pid_parts: list[np.ndarray] = []
+    emb_parts: list[np.ndarray] = []
+    tokens: list[list[str]] = []
+    for pids, texts, emb in docstore.iter_passages():
+        pid_parts.append(pids)
+        emb_parts.append(emb)
+        tokens.extend(tokenize(texts))
+    ids = np.concatenate(pid_parts) if pid_parts else np.empty(0, np.int64)
+    full = np.concatenate(emb_parts) if emb_parts else np.empty((0, dim), np.float32)  # (N, d)
+    small_dim = min(small_dim, dim)
+
+    tmp = index_dir / f"tmp-{uuid.uuid4().hex}"
+    tmp.mkdir()
+    try:
+        full_index = faiss.IndexFlatIP(dim)
+        full_index.add(full)
+        small_index = faiss.IndexFlatIP(small_dim)
+        small_index.add(l2_normalize(full[:, :small_dim]))
+        faiss.write_index(full_index, str(tmp / "dense-full.faiss"))
+        faiss.write_index(small_index, str(tmp / "dense-small.faiss"))
+        np.save(tmp / "dense.ids.npy", ids)
+        (tmp / "bm25").mkdir()
+        BM25Index.build(tokens, ids, bm25_params).save(tmp / "bm25")
+        version = (current_version(index_dir) or 0) + 1
+        manifest = {
+            "version": version,
+            "seq": seq,
+            "passages": int(ids.shape[0]),
+            "dim": dim,
+            "small_dim": small_dim,
+            "bm25": bm25_params.to_json(),
+            "created_at": time.time(),
+            "files": _file_sizes(tmp),
+            **extra,
+        }
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
+        _fsync_tree(tmp)
+        final = index_dir / f"v{version:06d}"
+        if final.exists():  # left by a crash between rename and CURRENT: never published, safe to drop
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        write_atomic(index_dir / CURRENT, json.dumps({"version": version}).encode())
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _prune(index_dir, version)
+    return version
+
+
+def _prune(index_dir: Path, version: int) -> None:
+    for p in index_dir.iterdir():
+        stale = p.name[1:].isdigit() and int(p.name[1:]) <= version - KEEP_VERSIONS
+        if p.name.startswith("tmp-") or (p.name.startswith("v") and stale):
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def load_snapshot(index_dir: Path, version: int) -> IndexSnapshot:
+    """Load and verify a snapshot; raises SnapshotError when anything is missing or truncated."""
+    root = index_dir / f"v{version:06d}"
+    try:
+        manifest = json.loads((root / MANIFEST).read_text())
+        sizes = _file_sizes(root)
+        sizes.pop(MANIFEST, None)
+        if sizes != manifest["files"]:
+            raise SnapshotError(f"{root}: files differ from the manifest (truncated or missing)")
+        full = faiss.read_index(str(root / "dense-full.faiss"))
+        small = faiss.read_index(str(root / "dense-small.faiss"))
+        ids = np.load(root / "dense.ids.npy", allow_pickle=False)
+        bm25 = BM25Index.load(root / "bm25", mmap=True)
+    except SnapshotError:
+        raise
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        raise SnapshotError(f"{root}: {exc}") from exc
+    n = int(manifest["passages"])
+    if not (full.ntotal == small.ntotal == ids.shape[0] == len(bm25) == n):
+        raise SnapshotError(f"{root}: index sizes disagree with the manifest ({n} passages)")
+    return IndexSnapshot(version, manifest, full, small, ids, bm25)

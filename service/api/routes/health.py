@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+
+from service.deps import State
+from service.errors import ApiError
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz")
+def healthz() -> dict[str, str]:
+    """Liveness: the process answers."""
+    return {"status": "ok"}
+
+
+@router.get("/readyz", responses={503: {"description": "still starting"}})
+def readyz(state: State) -> dict[str, object]:
+    """Readiness: models loaded, collections checked, the job queue running."""
+    if not state.ready:
+        raise ApiError(503, "not_ready", "starting: loading models and checking collections")
+    return {"status": "ready", "collections": len(state.collections.names()), "embedders": state.embedders.loaded()}
+
+
+@router.get("/metrics", response_class=Response)
+def metrics(state: State) -> Response:
+    """Prometheus text format."""
+    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+    return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, status
+
+from indexing.collection import CollectionConflict
+from service.deps import State
+from service.documents import BatchTooLarge, DocumentTooLarge, submit_upsert
+from service.errors import ApiError
+from service.schemas import ErrorResponse, IndexRequest, JobAccepted
+
+router = APIRouter(tags=["index"])
+
+
+@router.post(
+    "/index",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=JobAccepted,
+    responses={413: {"model": ErrorResponse}, 409: {"model": ErrorResponse}, 422: {"model": ErrorResponse}},
+)
+def index_documents(body: IndexRequest, state: State, request: Request) -> JobAccepted:
+    """Upsert documents by id. Returns at once with a job to follow at `GET /jobs/{id}`."""
+    try:
+        job = submit_upsert(
+            state=state,
+            collection=body.collection,
+            documents=[d.model_dump() for d in body.documents],
+            embedder=body.embedder,
+        )
+    except (DocumentTooLarge, BatchTooLarge) as exc:
+        raise ApiError(413, "payload_too_large", str(exc)) from exc
+    except CollectionConflict as exc:
+        raise ApiError(409, "conflict", str(exc)) from exc
+    except FileNotFoundError as exc:
+        raise ApiError(422, "unknown_embedder", str(exc)) from exc
+    return JobAccepted(job_id=job.id, status=job.status.value, url=str(request.url_for("get_job", job_id=job.id)))

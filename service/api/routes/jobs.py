@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from indexing.jobs import Job, JobNotFound
+from service.deps import State
+from service.errors import ApiError
+from service.schemas import ErrorResponse, JobOut
+
+router = APIRouter(prefix="/jobs", tags=["jobs"])
+
+
+def job_out(job: Job) -> JobOut:
+    return JobOut(
+        id=job.id,
+        collection=job.collection,
+        kind=job.kind.value,
+        status=job.status.value,
+        done=job.done,
+        total=job.total,
+        docs_per_s=job.docs_per_s,
+        eta_s=job.eta_s,
+        error=job.error,
+        created_at=job.created_at,
+        started_at=job.started_at,
+        finished_at=job.finished_at,
+    )
+
+
+@router.get("/{job_id}", response_model=JobOut, responses={404: {"model": ErrorResponse}})
+def get_job(job_id: str, state: State) -> JobOut:
+    """Status (queued/running/succeeded/failed/cancelled), progress, speed and ETA of a job."""
+    try:
+        return job_out(state.jobs.get(job_id))
+    except JobNotFound as exc:
+        raise ApiError(404, "job_not_found", f"no job with id {job_id!r}") from exc
+
+
+@router.delete("/{job_id}", response_model=JobOut, responses={404: {"model": ErrorResponse}})
+def cancel_job(job_id: str, state: State) -> JobOut:
+    """Cancel a job: a queued one at once, a running one at its next batch (work done so far stays)."""
+    try:
+        return job_out(state.jobs.request_cancel(job_id))
+    except JobNotFound as exc:
+        raise ApiError(404, "job_not_found", f"no job with id {job_id!r}") from exc

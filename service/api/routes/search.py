@@ -1,0 +1,91 @@
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.concurrency import run_in_threadpool
+
+from indexing.collection import CollectionNotFound
+from service.deps import State
+from service.errors import ApiError
+from service.schemas import (
+    BatchSearchRequest,
+    BatchSearchResponse,
+    ErrorResponse,
+    HitOut,
+    PassageRef,
+    Ranks,
+    SearchOptions,
+    SearchRequest,
+    SearchResponse,
+)
+from service.search import SearchResult, search_batch
+from service.state import AppState
+
+router = APIRouter(prefix="/search", tags=["search"])
+ERRORS: dict[int | str, dict[str, Any]] = {404: {"model": ErrorResponse}, 422: {"model": ErrorResponse}}
+
+
+def _to_response(result: SearchResult) -> SearchResponse:
+    return SearchResponse(
+        hits=[
+            HitOut(
+                id=h.id,
+                score=h.score,
+                title=h.title,
+                text=h.text,
+                metadata=h.metadata,
+                passage=PassageRef(id=h.passage_id, index=h.passage_index, start=h.start, end=h.end),
+                ranks=Ranks(dense=h.ranks.get("dense"), bm25=h.ranks.get("bm25")),
+            )
+            for h in result.hits
+        ],
+        took_ms=result.took_ms,
+    )
+
+
+async def _run(state: AppState, opts: SearchOptions, queries: list[str]) -> list[SearchResult]:
+    try:
+        coll = state.collections.get(opts.collection)
+    except CollectionNotFound as exc:
+        raise ApiError(404, "collection_not_found", f"no collection named {opts.collection!r}") from exc
+    embedder = state.embedders.get(coll.settings.embedder) if opts.mode != "bm25" else None
+    start = time.perf_counter()
+    # Encoding and index scans are CPU work: keep them off the event loop.
+    results = await run_in_threadpool(
+        search_batch,
+        collection=coll,
+        embedder=embedder,
+        queries=queries,
+        k=opts.k,
+        mode=opts.mode,
+        dim=opts.dim,
+        rrf_k=opts.rrf_k,
+        depth=opts.depth,
+        weights={str(k): v for k, v in opts.weights.items()} if opts.weights else None,
+        group_by_doc=opts.group_by_doc,
+    )
+    state.metrics.search_latency.labels(opts.mode, opts.dim).observe(time.perf_counter() - start)
+    state.metrics.search_queries.labels(opts.mode, opts.dim).inc(len(queries))
+    return results
+
+
+@router.post("", response_model=SearchResponse, responses=ERRORS)
+async def search(body: SearchRequest, state: State) -> SearchResponse:
+    """Dense, BM25 or hybrid (Reciprocal Rank Fusion) search over one collection."""
+    (result,) = await _run(state, body, [body.query])
+    return _to_response(result)
+
+
+@router.post("/batch", response_model=BatchSearchResponse, responses=ERRORS | {413: {"model": ErrorResponse}})
+async def search_many(body: BatchSearchRequest, state: State) -> BatchSearchResponse:
+    """Many queries with the same options, in one encoder batch."""
+    limit = state.settings.max_batch_queries
+    if len(body.queries) > limit:
+        raise ApiError(413, "payload_too_large", f"{len(body.queries)} queries in one request; the limit is {limit}")
+    start = time.perf_counter()
+    results = await _run(state, body, body.queries)
+    return BatchSearchResponse(
+        results=[_to_response(r) for r in results], took_ms=(time.perf_counter() - start) * 1000.0
+    )

@@ -1,0 +1,78 @@
+"""Domain functions behind /index, /jobs and /collections (keyword-only; no HTTP here)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from indexing.bm25 import BM25Params
+from indexing.chunking import ChunkingParams
+from indexing.collection import Collection, CollectionConflict, CollectionSettings
+from indexing.jobs import Job, JobKind
+from models import resolve_model_dir
+from service.state import AppState
+
+
+class DocumentTooLarge(ValueError):
+    pass
+
+
+class BatchTooLarge(ValueError):
+    pass
+
+
+def check_limits(*, state: AppState, documents: list[dict[str, Any]]) -> None:
+    s = state.settings
+    if len(documents) > s.max_batch_documents:
+        raise BatchTooLarge(
+            f"{len(documents)} documents in one request; the limit is {s.max_batch_documents}: split the batch"
+        )
+    for d in documents:
+        size = len(d["text"].encode())
+        if size > s.max_document_bytes:
+            raise DocumentTooLarge(
+                f"document {d['id']!r} has {size} bytes of text; the limit is {s.max_document_bytes}: split it"
+            )
+
+
+def get_or_create_collection(*, state: AppState, name: str, embedder: str | None) -> Collection:
+    """Collections are created on first use with the process's defaults (or the embedder named)."""
+    s = state.settings
+    model_dir = str(resolve_model_dir(embedder or s.embedder))
+    if state.collections.exists(name):
+        coll = state.collections.get(name)
+        if embedder is not None and coll.settings.embedder != model_dir:
+            raise CollectionConflict(f"collection {name!r} already uses embedder {coll.settings.embedder!r}")
+        return coll
+    dim = state.embedders.get(model_dir).dim
+    settings = CollectionSettings(
+        name=name,
+        embedder=model_dir,
+        dim=dim,
+        small_dim=s.small_dim,
+        chunking=ChunkingParams(max_tokens=s.chunk_tokens, overlap=s.chunk_overlap),
+        bm25=BM25Params(method=s.bm25_method, k1=s.bm25_k1, b=s.bm25_b),
+    )
+    return state.collections.create(settings)
+
+
+def submit_upsert(
+    *, state: AppState, collection: str, documents: list[dict[str, Any]], embedder: str | None = None
+) -> Job:
+    """Validate limits, make sure the collection exists, store the job durably, then queue it."""
+    check_limits(state=state, documents=documents)
+    get_or_create_collection(state=state, name=collection, embedder=embedder)
+    job = state.jobs.create(collection=collection, kind=JobKind.UPSERT, payload=documents)
+    state.queue.submit(job.id)
+    return job
+
+
+def submit_delete(*, state: AppState, collection: str, doc_ids: list[str]) -> Job:
+    state.collections.get(collection)  # 404 before queueing anything
+    job = state.jobs.create(collection=collection, kind=JobKind.DELETE, payload=doc_ids)
+    state.queue.submit(job.id)
+    return job
+
+
+def delete_collection(*, state: AppState, name: str) -> None:
+    state.jobs.cancel_collection(name)
+    state.collections.delete(name)

@@ -1,0 +1,160 @@
+"""The search path: encode the query, search FAISS and BM25, fuse, and hydrate hits from the doc store."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from indexing.collection import Collection
+from models import Embedder
+from service.fusion import reciprocal_rank_fusion
+
+Mode = Literal["dense", "bm25", "hybrid"]
+Dim = Literal["full", "256"]
+RUNS: tuple[str, ...] = ("dense", "bm25")
+Ranked = list[tuple[Any, float, int]]  # (unit key, score, representative passage id), best first
+
+
+@dataclass(frozen=True)
+class Hit:
+    id: str
+    score: float
+    title: str
+    text: str
+    metadata: dict[str, Any]
+    passage_id: int
+    passage_index: int
+    start: int
+    end: int
+    ranks: dict[str, int | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    hits: list[Hit]
+    took_ms: float
+
+
+def _group(
+    lists: Sequence[tuple[np.ndarray, np.ndarray]], pid_docs: Mapping[int, str], group_by_doc: bool, n: int
+) -> list[Ranked]:
+    """Per query: units (documents, or passages) best first, at most n. A document scores as its best
+    passage; passages deleted since the snapshot was published are dropped."""
+    out: list[Ranked] = []
+    for pids, scores in lists:
+        seen: set[Any] = set()
+        ranked: Ranked = []
+        for pid, score in zip(pids.tolist(), scores.tolist(), strict=True):
+            doc = pid_docs.get(pid)
+            if doc is None:
+                continue
+            key = doc if group_by_doc else pid
+            if key in seen:
+                continue
+            seen.add(key)
+            ranked.append((key, float(score), pid))
+            if len(ranked) == n:
+                break
+        out.append(ranked)
+    return out
+
+
+def _ranked_units(
+    coll: Collection,
+    search: Callable[[int], list[tuple[np.ndarray, np.ndarray]]],
+    total: int,
+    n: int,
+    group_by_doc: bool,
+) -> list[Ranked]:
+    """Fetch enough passages that n distinct units come out, widening the fetch when documents repeat."""
+    fetch = min(total, n * 3 if group_by_doc else n)
+    while True:
+        lists = search(fetch)
+        all_pids = np.unique(np.concatenate([p for p, _ in lists])) if lists else np.empty(0, np.int64)
+        pid_docs = coll.docstore.passage_docs(all_pids.tolist())
+        ranked = _group(lists, pid_docs, group_by_doc, n)
+        short = any(len(r) < n and len(p) == fetch for r, (p, _) in zip(ranked, lists, strict=True))
+        if not short or fetch >= total:
+            return ranked
+        fetch = min(total, fetch * 4)
+
+
+def search_batch(
+    *,
+    collection: Collection,
+    embedder: Embedder | None,
+    queries: Sequence[str],
+    k: int = 10,
+    mode: Mode = "hybrid",
+    dim: Dim = "full",
+    rrf_k: int = 60,
+    depth: int = 200,
+    weights: Mapping[str, float] | None = None,
+    group_by_doc: bool = True,
+) -> list[SearchResult]:
+    """Search many queries at once (one encoder batch, one FAISS call, one BM25 call)."""
+    t0 = time.perf_counter()
+    snap = collection.snapshot()
+    n = max(k, depth) if mode == "hybrid" else k
+    runs: dict[str, list[Ranked]] = {}
+    if mode in ("dense", "hybrid"):
+        if embedder is None:
+            raise ValueError("dense search needs the collection's embedder")
+        qv = embedder.encode_queries(list(queries))  # (nq, d)
+        index_dim = "full" if dim == "full" else "small"
+        runs["dense"] = _ranked_units(
+            collection, lambda f: snap.search_dense(qv, f, dim=index_dim), snap.passages, n, group_by_doc
+        )
+    if mode in ("bm25", "hybrid"):
+        texts = list(queries)
+        runs["bm25"] = _ranked_units(collection, lambda f: snap.search_bm25(texts, f), snap.passages, n, group_by_doc)
+
+    results: list[tuple[Ranked, dict[str, dict[Any, int]]]] = []
+    for qi in range(len(queries)):
+        per_run = {name: r[qi] for name, r in runs.items()}
+        ranks = {name: {key: i + 1 for i, (key, _, _) in enumerate(r)} for name, r in per_run.items()}
+        if mode == "hybrid":
+            rep = {}  # the passage shown for a fused unit: its best dense passage, else its best BM25 one
+            for name in ("bm25", "dense"):
+                rep.update({key: pid for key, _, pid in per_run[name]})
+            fused = reciprocal_rank_fusion(
+                {name: [key for key, _, _ in r] for name, r in per_run.items()},
+                k=rrf_k,
+                depth=depth,
+                weights=weights,
+            )
+            top: Ranked = [(key, score, rep[key]) for key, score in fused[:k]]
+        else:
+            top = per_run[mode][:k]
+        results.append((top, ranks))
+
+    pids = [pid for top, _ in results for _, _, pid in top]
+    passages = collection.docstore.passages(pids)
+    took_ms = (time.perf_counter() - t0) * 1000.0
+    out = []
+    for top, ranks in results:
+        hits = []
+        for key, score, pid in top:
+            p = passages.get(pid)
+            if p is None:  # deleted between ranking and hydration
+                continue
+            hits.append(
+                Hit(
+                    id=p.doc_id,
+                    score=score,
+                    title=p.title,
+                    text=p.text,
+                    metadata=p.metadata,
+                    passage_id=p.pid,
+                    passage_index=p.index,
+                    start=p.start,
+                    end=p.end,
+                    ranks={name: ranks[name].get(key) if name in ranks else None for name in RUNS},
+                )
+            )
+        out.append(SearchResult(hits=hits, took_ms=took_ms))
+    return out

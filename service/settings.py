@@ -1,0 +1,42 @@
+"""Settings of the API process, from VELA_* environment variables (one BaseSettings class per process)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="VELA_", env_file=None, extra="ignore")
+
+    data_dir: Path = Field(Path(".vela"), description="where collections, indexes and jobs live")
+    embedder: str = Field("default", description="'default' (packaged all-MiniLM-L6-v2) or a local HF model dir")
+    device: str = "cpu"
+    precision: str = Field("fp32", pattern="^(fp32|bf16)$")
+    api_keys: str = Field("", description="comma-separated API keys; empty turns authentication off")
+    host: str = "127.0.0.1"
+    port: int = 8000
+    log_level: str = "INFO"
+    max_document_bytes: int = Field(1_000_000, ge=1, description="largest document text, in UTF-8 bytes")
+    max_batch_documents: int = Field(10_000, ge=1, description="most documents in one /index request")
+    max_batch_queries: int = Field(256, ge=1, description="most queries in one /search/batch request")
+    max_request_bytes: int = Field(256 * 1024 * 1024, ge=1024, description="largest request body")
+    chunk_tokens: int = Field(224, ge=16, description="content tokens per passage of new collections")
+    chunk_overlap: int = Field(32, ge=0, description="tokens shared by consecutive passages")
+    small_dim: int = Field(256, ge=8, description="Matryoshka prefix dims of the small dense index")
+    bm25_method: str = "lucene"
+    bm25_k1: float = 1.2
+    bm25_b: float = 0.75
+    ingest_batch_size: int = Field(64, ge=1)
+    commit_interval_s: float = Field(60.0, gt=0, description="a long ingest publishes its progress this often")
+
+    @field_validator("api_keys")
+    @classmethod
+    def _strip(cls, v: str) -> str:
+        return v.strip()
+
+    @property
+    def api_key_set(self) -> frozenset[str]:
+        return frozenset(k.strip() for k in self.api_keys.split(",") if k.strip())

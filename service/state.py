@@ -1,0 +1,65 @@
+"""What the API process holds while it runs; built in the app's lifespan, never at import."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from functools import partial
+
+from indexing.collection import CollectionStore
+from indexing.ingest import run_job
+from indexing.jobs import JobStore
+from indexing.queue import InProcessQueue
+from models import EmbedderCache
+from service.metrics import Metrics
+from service.settings import Settings
+
+log = logging.getLogger("vela.service")
+
+
+@dataclass
+class AppState:
+    settings: Settings
+    collections: CollectionStore
+    jobs: JobStore
+    queue: InProcessQueue
+    embedders: EmbedderCache
+    metrics: Metrics
+    ready: bool = False
+
+
+def build_state(settings: Settings) -> AppState:
+    data_dir = settings.data_dir.expanduser().resolve()
+    collections = CollectionStore(data_dir)
+    jobs = JobStore(data_dir / "jobs.sqlite3")
+    embedders = EmbedderCache(device=settings.device, precision=settings.precision)
+    run = partial(
+        _run,
+        jobs=jobs,
+        collections=collections,
+        embedders=embedders,
+        batch_size=settings.ingest_batch_size,
+        commit_interval_s=settings.commit_interval_s,
+    )
+    queue = InProcessQueue(jobs, run)
+    return AppState(settings, collections, jobs, queue, embedders, Metrics(collections))
+
+
+def _run(job_id: str, **kwargs: object) -> object:
+    return run_job(job_id=job_id, **kwargs)  # type: ignore[arg-type]
+
+
+def start(state: AppState) -> None:
+    """Load the default embedder, check every collection against its doc store, start the queue."""
+    log.info("loading embedder", extra={"embedder": state.settings.embedder})
+    state.embedders.get(state.settings.embedder)
+    for name in state.collections.names():
+        outcome = state.collections.get(name).check_consistency()
+        log.info("collection checked", extra={"collection": name, "outcome": outcome})
+    state.queue.start()
+    state.ready = True
+
+
+def stop(state: AppState) -> None:
+    state.ready = False
+    state.queue.stop()

@@ -1,0 +1,72 @@
+"""A real uvicorn server on a loopback port, over a fresh data directory, driven with httpx."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from service.main import create_app
+from service.settings import Settings
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def running_server(data_dir: Path, **overrides: Any) -> Iterator[httpx.Client]:
+    settings = Settings(data_dir=data_dir, **overrides)
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_config=None))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.time() + 60
+    while not server.started:
+        if time.time() > deadline or not thread.is_alive():
+            raise RuntimeError("server did not start")
+        time.sleep(0.05)
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
+            yield client
+    finally:
+        server.should_exit = True
+        thread.join(30)
+
+
+def wait_job(client: httpx.Client, job_id: str, timeout: float = 120) -> dict[str, Any]:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        job = client.get(f"/jobs/{job_id}").json()
+        if job["status"] in ("succeeded", "failed", "cancelled"):
+            return dict(job)
+        time.sleep(0.05)
+    raise TimeoutError(job_id)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    with running_server(tmp_path_factory.mktemp("vela")) as client:
+        yield client
+
+
+@pytest.fixture
+def index_docs(server: httpx.Client) -> Callable[..., dict[str, Any]]:
+    def _index(collection: str, documents: list[dict[str, Any]]) -> dict[str, Any]:
+        r = server.post("/index", json={"collection": collection, "documents": documents})
+        assert r.status_code == 202, r.text
+        job = wait_job(server, r.json()["job_id"])
+        assert job["status"] == "succeeded", job
+        return job
+
+    return _index

@@ -1,0 +1,138 @@
+"""Every kind of bad input gets a clear 4xx with a stable code and message; nothing is half-written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.service.conftest import running_server, wait_job
+
+OK_DOC = {"id": "a", "text": "some text"}
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    # Small limits so the 413 paths are cheap to reach.
+    with running_server(
+        tmp_path_factory.mktemp("bad"),
+        max_document_bytes=1000,
+        max_batch_documents=5,
+        max_batch_queries=3,
+        max_request_bytes=100_000,
+    ) as client:
+        r = client.post("/index", json={"collection": "c", "documents": [OK_DOC]})
+        assert wait_job(client, r.json()["job_id"])["status"] == "succeeded"
+        yield client
+
+
+def _search(client: httpx.Client, **body: object) -> httpx.Response:
+    return client.post("/search", json={"collection": "c", "query": "text", **body})
+
+
+@pytest.mark.parametrize(
+    ("body", "needle"),
+    [
+        ({"query": ""}, "query: query must not be empty"),
+        ({"query": "   \t"}, "query: query must not be empty"),
+        ({"k": 0}, "k: Input should be greater than or equal to 1"),
+        ({"k": 1001}, "k: Input should be less than or equal to 1000"),
+        ({"mode": "semantic"}, "mode: Input should be 'dense', 'bm25' or 'hybrid'"),
+        ({"dim": "128"}, "dim: Input should be 'full' or '256'"),
+        ({"weights": {"dense": -1}}, "weights: weights must be >= 0"),
+        ({"unknown_field": 1}, "unknown_field: Extra inputs are not permitted"),
+    ],
+)
+def test_search_validation_is_422_with_a_stable_message(small: httpx.Client, body: dict, needle: str) -> None:
+    r = _search(small, **body)
+    assert r.status_code == 422, r.text
+    err = r.json()["error"]
+    assert err["code"] == "invalid_request" and needle in err["message"]
+    assert small.get("/healthz").status_code == 200
+
+
+def test_unknown_collection_is_404(small: httpx.Client) -> None:
+    r = small.post("/search", json={"collection": "nope", "query": "x"})
+    assert r.status_code == 404 and r.json()["error"] == {
+        "code": "collection_not_found",
+        "message": "no collection named 'nope'",
+    }
+    assert small.get("/collections/nope").status_code == 404
+    assert small.delete("/collections/nope").status_code == 404
+    assert small.delete("/collections/nope/documents/x").status_code == 404
+
+
+def test_malformed_json_is_422(small: httpx.Client) -> None:
+    r = small.post("/search", content=b'{"collection": "c", "query": ', headers={"content-type": "application/json"})
+    assert r.status_code == 422 and "request body is not valid JSON" in r.json()["error"]["message"]
+
+
+def test_duplicate_ids_are_422_and_nothing_is_written(small: httpx.Client) -> None:
+    r = small.post("/index", json={"collection": "dups", "documents": [OK_DOC, OK_DOC]})
+    assert r.status_code == 422 and "duplicate document ids in one request: ['a']" in r.json()["error"]["message"]
+    assert small.get("/collections/dups").status_code == 404
+
+
+def test_document_over_the_size_limit_is_413_and_nothing_is_written(small: httpx.Client) -> None:
+    docs = [{"id": "ok", "text": "fine"}, {"id": "big", "text": "x" * 1001}]
+    r = small.post("/index", json={"collection": "big", "documents": docs})
+    assert r.status_code == 413
+    assert r.json()["error"] == {
+        "code": "payload_too_large",
+        "message": "document 'big' has 1001 bytes of text; the limit is 1000: split it",
+    }
+    assert small.get("/collections/big").status_code == 404
+
+
+def test_batch_over_the_limit_is_413(small: httpx.Client) -> None:
+    docs = [{"id": str(i), "text": "t"} for i in range(6)]
+    r = small.post("/index", json={"collection": "c", "documents": docs})
+    assert r.status_code == 413 and "6 documents in one request; the limit is 5" in r.json()["error"]["message"]
+    r = small.post("/search/batch", json={"collection": "c", "queries": ["a", "b", "c", "d"]})
+    assert r.status_code == 413 and r.json()["error"]["code"] == "payload_too_large"
+    assert small.get("/collections/c").json()["documents"] == 1
+
+
+@pytest.mark.parametrize(
+    ("doc", "needle"),
+    [
+        ({"id": "x", "text": "  "}, "document text must not be empty"),
+        ({"id": "", "text": "t"}, "documents.0.id"),
+        ({"text": "t"}, "documents.0.id: Field required"),
+    ],
+)
+def test_bad_documents_are_422(small: httpx.Client, doc: dict, needle: str) -> None:
+    r = small.post("/index", json={"collection": "c", "documents": [doc]})
+    assert r.status_code == 422 and needle in r.json()["error"]["message"]
+
+
+def test_bad_collection_name_and_empty_batch_are_422(small: httpx.Client) -> None:
+    r = small.post("/index", json={"collection": "../etc", "documents": [OK_DOC]})
+    assert r.status_code == 422 and r.json()["error"]["message"].startswith("collection:")
+    r = small.post("/index", json={"collection": "c", "documents": []})
+    assert r.status_code == 422
+
+
+def test_unknown_embedder_is_422(small: httpx.Client) -> None:
+    r = small.post("/index", json={"collection": "emb", "documents": [OK_DOC], "embedder": "/no/such/model"})
+    assert r.status_code == 422 and r.json()["error"]["code"] == "unknown_embedder"
+    assert small.get("/collections/emb").status_code == 404
+
+
+def test_api_keys(tmp_path: Path) -> None:
+    with running_server(tmp_path, api_keys="k1,k2") as client:
+        r = client.post("/search", json={"collection": "c", "query": "x"})
+        assert r.status_code == 401 and r.json()["error"]["code"] == "unauthorized"
+        assert "missing API key" in r.json()["error"]["message"]
+        r = client.get("/collections", headers={"Authorization": "Bearer wrong"})
+        assert r.status_code == 401 and r.json()["error"]["message"] == "invalid API key"
+        assert client.get("/collections", headers={"Authorization": "Bearer k2"}).status_code == 200
+        assert client.get("/collections", headers={"X-API-Key": "k1"}).status_code == 200
+        assert client.get("/healthz").status_code == 200  # probes stay open
+
+
+def test_request_body_over_the_limit_is_413(small: httpx.Client) -> None:
+    docs = [{"id": str(i), "text": "x" * 900} for i in range(5)] * 30
+    r = small.post("/index", json={"collection": "c", "documents": docs})
+    assert r.status_code == 413 and r.json()["error"]["message"] == "request body over 100000 bytes: split it"
