@@ -31,7 +31,13 @@ from indexing.docstore import DocStore
 
 MANIFEST = "manifest.json"
 CURRENT = "CURRENT"
-KEEP_VERSIONS = 2  # the current snapshot and the one before it (a reader may still be loading it)
+KEEP_VERSIONS = 2
+# FAISS scans query by query (no BLAS) below this many queries per call; batched searches from
+# /search/batch and the micro-batcher should always take the BLAS path (measured: 100k x 384 flat,
+# 16 queries: 24.0 ms with the default 20, 21.3 ms with 1; one query: the same either way).
+faiss.cvar.distance_compute_blas_threshold = (
+    1  # the current snapshot and the one before it (a reader may still be loading it)
+)
 
 
 class SnapshotError(RuntimeError):

@@ -1,0 +1,163 @@
+"""BM25 over passages with bm25s (numba backend): tokenisation, variants, and memory-mappable files.
+
+Variants: "lucene" (the default, as Lucene/Elasticsearch score), the bm25s variants "robertson", "atire",
+"bm25l", "bm25+", and "okapi", which reproduces `rank_bm25.BM25Okapi` exactly (its idf floor included).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import bm25s
+import numpy as np
+import regex
+import Stemmer
+from bm25s.stopwords import STOPWORDS_EN
+
+METHODS = ("lucene", "okapi", "robertson", "atire", "bm25l", "bm25+")
+TOKEN_RE = regex.compile(r"(?u)\b\w\w+\b")  # bm25s's own token pattern
+IDS_FILE = "ids.npy"
+PARAMS_FILE = "params.json"
+
+
+@lru_cache(maxsize=1)
+def _stemmer() -> Any:
+    return Stemmer.Stemmer("english")
+
+
+_STOP = frozenset(STOPWORDS_EN)
+
+
+def tokenize(texts: Sequence[str], *, stem: bool = True, stopwords: bool = True) -> list[list[str]]:
+    """Lowercase words of 2+ characters, English stopwords dropped, Snowball-stemmed. Documents and
+    queries go through this same function, so their tokens always meet."""
+    out = []
+    stemmer = _stemmer()
+    for text in texts:
+        words = TOKEN_RE.findall(text.lower())
+        if stopwords:
+            words = [w for w in words if w not in _STOP]
+        out.append(stemmer.stemWords(words) if stem else words)
+    return out
+
+
+@dataclass(frozen=True)
+class BM25Params:
+    method: str = "lucene"
+    k1: float = 1.2
+    b: float = 0.75
+    delta: float = 0.5  # bm25l / bm25+ only
+    epsilon: float = 0.25  # okapi only: rank_bm25's floor for negative idf, as a share of the mean idf
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ValueError(f"bm25 method must be one of {METHODS}, got {self.method!r}")
+        if self.k1 < 0:
+            raise ValueError(f"bm25 k1 must be >= 0, got {self.k1}")
+        if not 0 <= self.b <= 1:
+            raise ValueError(f"bm25 b must be in [0, 1], got {self.b}")
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> BM25Params:
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+
+
+def _okapi_reweight(model: bm25s.BM25, n_docs: int, k1: float, epsilon: float) -> None:
+    """Turn a lucene-scored matrix into rank_bm25's Okapi scores, column by column.
+
+    Lucene's tf part is Okapi's without the constant (k1 + 1) factor; the idf differs: lucene log(1 + (N-df+.5)/(df+.5)) is always
+    > 0, so every column can be rescaled by idf_okapi / idf_lucene without losing its tf values.
+    """
+    data, indptr = model.scores["data"], model.scores["indptr"]
+    df = np.diff(indptr).astype(np.float64)  # (V,) documents per vocabulary column
+    present = df > 0
+    inner = (n_docs - df + 0.5) / (df + 0.5)
+    idf_okapi = np.log(inner)  # (V,)
+    # rank_bm25 averages idf over every word of the corpus, then floors the negative ones.
+    mean_idf = idf_okapi[present].mean() if present.any() else 0.0
+    idf_okapi = np.where(idf_okapi < 0, epsilon * mean_idf, idf_okapi)
+    idf_lucene = np.log1p(inner)
+    scale = np.where(present, (k1 + 1.0) * idf_okapi / idf_lucene, 0.0)
+    model.scores["data"] = (data * np.repeat(scale, np.diff(indptr))).astype(data.dtype)
+
+
+class BM25Index:
+    def __init__(self, model: bm25s.BM25 | None, ids: np.ndarray, params: BM25Params) -> None:
+        self.model = model  # None when the index holds no documents
+        self.ids = ids  # (N,) int64 external id of each row
+        self.params = params
+        self._vocab: dict[str, int] = dict(model.vocab_dict) if model is not None else {}
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
+
+    @classmethod
+    def build(cls, corpus_tokens: list[list[str]], ids: np.ndarray, params: BM25Params) -> BM25Index:
+        ids = np.asarray(ids, dtype=np.int64)
+        if len(corpus_tokens) != ids.shape[0]:
+            raise ValueError(f"{len(corpus_tokens)} documents but {ids.shape[0]} ids")
+        if not corpus_tokens:
+            return cls(None, ids, params)
+        method = "lucene" if params.method == "okapi" else params.method
+        model = bm25s.BM25(
+            k1=params.k1,
+            b=params.b,
+            delta=params.delta,
+            method=method,
+            backend="numba",
+            dtype="float64" if params.method == "okapi" else "float32",
+        )
+        model.index(corpus_tokens, show_progress=False)
+        if params.method == "okapi":
+            _okapi_reweight(model, len(corpus_tokens), params.k1, params.epsilon)
+        return cls(model, ids, params)
+
+    def save(self, directory: Path) -> None:
+        if self.model is not None:
+            self.model.save(str(directory), show_progress=False, allow_pickle=False)
+        np.save(directory / IDS_FILE, self.ids, allow_pickle=False)
+        meta = {**self.params.to_json(), "num_docs": len(self)}
+        (directory / PARAMS_FILE).write_text(json.dumps(meta, indent=2))
+
+    @classmethod
+    def load(cls, directory: Path, *, mmap: bool = True) -> BM25Index:
+        meta = json.loads((directory / PARAMS_FILE).read_text())
+        params = BM25Params.from_json(meta)
+        ids = np.load(directory / IDS_FILE, allow_pickle=False)
+        if ids.shape != (int(meta["num_docs"]),):
+            raise ValueError(f"{directory}: {ids.shape[0]} ids for {meta['num_docs']} documents")
+        if ids.shape[0] == 0:
+            return cls(None, ids, params)
+        model = bm25s.BM25.load(str(directory), mmap=mmap, allow_pickle=False, show_progress=False)
+        model.backend = "numba"
+        sc = model.scores
+        if int(sc["num_docs"]) != ids.shape[0] or int(sc["indptr"][-1]) != sc["data"].shape[0]:
+            raise ValueError(f"{directory}: BM25 matrix does not match its ids or vocabulary")
+        return cls(model, ids, params)
+
+    def search(self, query_tokens: list[list[str]], k: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per query: (ids, scores), best first, at most k, only documents that share a term with it."""
+        empty = (np.empty(0, np.int64), np.empty(0, np.float32))
+        k = min(k, len(self))
+        if self.model is None or k == 0:
+            return [empty for _ in query_tokens]
+        known = [[self._vocab[t] for t in q if t in self._vocab] for q in query_tokens]
+        rows = [i for i, q in enumerate(known) if q]
+        out = [empty for _ in query_tokens]
+        if not rows:
+            return out
+        docs, scores = self.model.retrieve(
+            [known[i] for i in rows], k=k, show_progress=False, n_threads=1, return_as="tuple"
+        )  # (nq, k) each
+        for i, d, s in zip(rows, docs, scores, strict=True):
+            keep = s > 0
+            out[i] = (self.ids[d[keep]], s[keep].astype(np.float32))
+        return out
