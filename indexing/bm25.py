@@ -73,8 +73,9 @@ class BM25Params:
 def _okapi_reweight(model: bm25s.BM25, n_docs: int, k1: float, epsilon: float) -> None:
     """Turn a lucene-scored matrix into rank_bm25's Okapi scores, column by column.
 
-    Lucene's tf part is Okapi's without the constant (k1 + 1) factor; the idf differs: lucene log(1 + (N-df+.5)/(df+.5)) is always
-    > 0, so every column can be rescaled by idf_okapi / idf_lucene without losing its tf values.
+    Lucene's tf part is Okapi's without the constant (k1 + 1) factor, and its idf
+    log(1 + (N-df+.5)/(df+.5)) is always > 0, so each column can be rescaled by
+    (k1 + 1) * idf_okapi / idf_lucene without losing its tf values.
     """
     data, indptr = model.scores["data"], model.scores["indptr"]
     df = np.diff(indptr).astype(np.float64)  # (V,) documents per vocabulary column
