@@ -151,41 +151,34 @@ class DocStore:
         passages = conn.execute("SELECT COUNT(*) FROM passages").fetchone()[0]
         return int(docs), int(passages)
 
-    def content_hashes(self, doc_ids: Sequence[str]) -> dict[str, str]:
-        out: dict[str, str] = {}
+    def _select_in(self, sql: str, keys: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """Run `sql` (with one `{marks}` placeholder list) over keys, 500 at a time (SQLite's variable cap)."""
         conn = self._conn()
-        for i in range(0, len(doc_ids), 500):
-            part = list(doc_ids[i : i + 500])
-            marks = ",".join("?" * len(part))
-            rows = conn.execute(f"SELECT doc_id, content_hash FROM documents WHERE doc_id IN ({marks})", part)
-            out.update(dict(rows.fetchall()))
-        return out
+        rows: list[tuple[Any, ...]] = []
+        for i in range(0, len(keys), 500):
+            part = list(keys[i : i + 500])
+            rows.extend(conn.execute(sql.format(marks=",".join("?" * len(part))), part).fetchall())
+        return rows
+
+    def content_hashes(self, doc_ids: Sequence[str]) -> dict[str, str]:
+        return dict(self._select_in("SELECT doc_id, content_hash FROM documents WHERE doc_id IN ({marks})", doc_ids))
 
     def passage_docs(self, pids: Sequence[int]) -> dict[int, str]:
         """Document id of each passage that still exists."""
-        out: dict[int, str] = {}
-        conn = self._conn()
-        for i in range(0, len(pids), 500):
-            part = [int(p) for p in pids[i : i + 500]]
-            marks = ",".join("?" * len(part))
-            out.update(conn.execute(f"SELECT pid, doc_id FROM passages WHERE pid IN ({marks})", part).fetchall())
-        return out
+        keys = [int(p) for p in pids]
+        return dict(self._select_in("SELECT pid, doc_id FROM passages WHERE pid IN ({marks})", keys))
 
     def passages(self, pids: Sequence[int]) -> dict[int, PassageHit]:
         """The passages that still exist, with their document's title and metadata."""
-        out: dict[int, PassageHit] = {}
-        conn = self._conn()
-        for i in range(0, len(pids), 500):
-            part = [int(p) for p in pids[i : i + 500]]
-            marks = ",".join("?" * len(part))
-            rows = conn.execute(
-                "SELECT p.pid, p.doc_id, p.idx, p.start, p.end, d.title, d.text, d.metadata "
-                f"FROM passages p JOIN documents d ON d.doc_id = p.doc_id WHERE p.pid IN ({marks})",
-                part,
-            )
-            for pid, doc_id, idx, start, end, title, text, meta in rows:
-                out[pid] = PassageHit(pid, doc_id, idx, start, end, title, text[start:end], json.loads(meta))
-        return out
+        rows = self._select_in(
+            "SELECT p.pid, p.doc_id, p.idx, p.start, p.end, d.title, d.text, d.metadata "
+            "FROM passages p JOIN documents d ON d.doc_id = p.doc_id WHERE p.pid IN ({marks})",
+            [int(p) for p in pids],
+        )
+        return {
+            pid: PassageHit(pid, doc_id, idx, start, end, title, text[start:end], json.loads(meta))
+            for pid, doc_id, idx, start, end, title, text, meta in rows
+        }
 
     def iter_passages(self, batch_size: int = 4096) -> Iterator[tuple[np.ndarray, list[str], np.ndarray]]:
         """Every passage in pid order, in batches: (pids (n,), title + passage texts, embeddings (n, d))."""
