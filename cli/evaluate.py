@@ -28,7 +28,14 @@ QUERY_BATCH = 64
 
 
 def evaluate(
-    *, data: Path, modes: list[str], dim: str, embedder: str | None, split: str, workdir: Path | None
+    *,
+    data: Path,
+    modes: list[str],
+    dim: str,
+    embedder: str | None,
+    split: str,
+    workdir: Path | None,
+    rescore: bool = True,
 ) -> dict[str, Any]:
     t0 = time.time()
     settings = Settings()
@@ -81,6 +88,7 @@ def evaluate(
                 k=100,
                 mode=mode,  # type: ignore[arg-type]
                 dim=dim,  # type: ignore[arg-type]
+                rescore=rescore,
             )
             for qid, res in zip(batch, results, strict=True):
                 # Scores for ir_measures must order like the ranks; RRF and BM25 ties keep their list order.
@@ -92,6 +100,7 @@ def evaluate(
         "dataset": data.name,
         "metrics": metrics,
         "dim": dim,
+        "rescore": rescore if dim == "256" else None,
         "seconds": round(time.time() - t0, 1),
         "ingest_seconds": round(ingest_s, 1),
         "documents": stats["documents"],
@@ -104,7 +113,10 @@ def evaluate(
 
 def print_table(result: dict[str, Any]) -> None:
     names = list(MEASURES)
-    print(f"\n{result['dataset']} ({result['queries']} queries, {result['passages']} passages, dim {result['dim']})")
+    print(
+        f"\n{result['dataset']} ({result['queries']} queries, {result['passages']} passages, dim {result['dim']}"
+        + (", no rescore)" if result["rescore"] is False else ")")
+    )
     print(f"{'mode':<8}" + "".join(f"{n:>12}" for n in names))
     for mode, m in result["metrics"].items():
         print(f"{mode:<8}" + "".join(f"{m[n]:>12.4f}" for n in names))
@@ -123,6 +135,7 @@ def main(args: argparse.Namespace) -> int:
         embedder=args.embedder,
         split=args.split,
         workdir=Path(args.workdir) if args.workdir else None,
+        rescore=not args.no_rescore,
     )
     result["command"] = "vela " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     print_table(result)

@@ -22,6 +22,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--data", required=True, help="BEIR folder: corpus.jsonl, queries.jsonl, qrels/<split>.tsv")
     ev.add_argument("--modes", default="bm25,dense,hybrid", help="comma-separated: bm25, dense, hybrid")
     ev.add_argument("--dim", choices=["full", "256"], default="full", help="dense index to search")
+    ev.add_argument(
+        "--no-rescore", action="store_true", help="with --dim 256: rank by the 256-d index alone (no full rescore)"
+    )
     ev.add_argument("--embedder", default=None, help="'default' or a local model directory")
     ev.add_argument("--split", default="test", help="qrels split (default test)")
     ev.add_argument("--json", dest="json_out", default=None, help="write the results JSON here")

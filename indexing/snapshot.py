@@ -76,7 +76,8 @@ class IndexSnapshot:
         """Top-n passages per query by cosine: (passage ids, scores) each.
 
         dim="small" searches the Matryoshka prefix index for a shortlist of rescore_factor * n rows, then
-        rescores that shortlist with the full vectors, so the final scores are always full-dim cosines.
+        rescores that shortlist with the full vectors, so the final scores are full-dim cosines;
+        rescore_factor=0 returns the prefix index's own ranking and cosines (to measure what it loses).
         """
         total = self.passages
         n = min(n, total)
@@ -87,7 +88,9 @@ class IndexSnapshot:
             scores, rows = self.dense_full.search(q, n)  # (nq, n) each
             return [(self.dense_ids[r], s) for r, s in zip(rows, scores, strict=True)]
         shortlist = min(total, max(n * rescore_factor, n))
-        _, rows = self.dense_small.search(l2_normalize(q[:, : self.small_dim]), shortlist)  # (nq, S)
+        small_scores, rows = self.dense_small.search(l2_normalize(q[:, : self.small_dim]), shortlist)  # (nq, S)
+        if rescore_factor == 0:
+            return [(self.dense_ids[r], s) for r, s in zip(rows, small_scores, strict=True)]
         out = []
         for qi, r in enumerate(rows):
             r = r[r >= 0]

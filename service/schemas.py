@@ -77,6 +77,7 @@ class SearchOptions(BaseModel):
     depth: int = Field(200, ge=1, le=10_000, description="each list is cut to this depth before fusion")
     weights: dict[Literal["dense", "bm25"], float] | None = Field(None, description="per-list RRF weights")
     group_by_doc: bool = Field(True, description="one hit per document (its best passage)")
+    rescore: bool = Field(True, description="dim=256: rescore the 256-d shortlist with the full vectors")
 
     @field_validator("weights")
     @classmethod

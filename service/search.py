@@ -15,6 +15,7 @@ from service.fusion import reciprocal_rank_fusion
 
 Mode = Literal["dense", "bm25", "hybrid"]
 Dim = Literal["full", "256"]
+RESCORE_FACTOR = 4  # dim=256: the prefix index shortlists 4x the passages needed, full dims rank them
 RUNS: tuple[str, ...] = ("dense", "bm25")
 Ranked = list[tuple[Any, float, int]]  # (unit key, score, representative passage id), best first
 
@@ -95,6 +96,7 @@ def search_batch(
     depth: int = 200,
     weights: Mapping[str, float] | None = None,
     group_by_doc: bool = True,
+    rescore: bool = True,
 ) -> list[SearchResult]:
     """Search many queries at once (one encoder batch, one FAISS call, one BM25 call)."""
     t0 = time.perf_counter()
@@ -106,8 +108,13 @@ def search_batch(
             raise ValueError("dense search needs the collection's embedder")
         qv = embedder.encode_queries(list(queries))  # (nq, d)
         index_dim = "full" if dim == "full" else "small"
+        factor = RESCORE_FACTOR if rescore else 0
         runs["dense"] = _ranked_units(
-            collection, lambda f: snap.search_dense(qv, f, dim=index_dim), snap.passages, n, group_by_doc
+            collection,
+            lambda f: snap.search_dense(qv, f, dim=index_dim, rescore_factor=factor),
+            snap.passages,
+            n,
+            group_by_doc,
         )
     if mode in ("bm25", "hybrid"):
         texts = list(queries)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from functools import partial
 
 from indexing.collection import CollectionStore
 from indexing.ingest import run_job
@@ -33,20 +32,19 @@ def build_state(settings: Settings) -> AppState:
     collections = CollectionStore(data_dir)
     jobs = JobStore(data_dir / "jobs.sqlite3")
     embedders = EmbedderCache(device=settings.device, precision=settings.precision)
-    run = partial(
-        _run,
-        jobs=jobs,
-        collections=collections,
-        embedders=embedders,
-        batch_size=settings.ingest_batch_size,
-        commit_interval_s=settings.commit_interval_s,
-    )
+
+    def run(job_id: str) -> object:
+        return run_job(
+            job_id=job_id,
+            jobs=jobs,
+            collections=collections,
+            embedders=embedders,
+            batch_size=settings.ingest_batch_size,
+            commit_interval_s=settings.commit_interval_s,
+        )
+
     queue = InProcessQueue(jobs, run)
     return AppState(settings, collections, jobs, queue, embedders, Metrics(collections))
-
-
-def _run(job_id: str, **kwargs: object) -> object:
-    return run_job(job_id=job_id, **kwargs)  # type: ignore[arg-type]
 
 
 def start(state: AppState) -> None:

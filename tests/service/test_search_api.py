@@ -46,6 +46,15 @@ def test_each_mode_finds_the_right_document(server: httpx.Client, cities: str, m
     assert body["took_ms"] >= 0
 
 
+def test_dim_256_rescores_with_full_vectors_unless_asked_not_to(server: httpx.Client, cities: str) -> None:
+    body = {"collection": cities, "query": "capital of France", "mode": "dense", "k": 4}
+    full = server.post("/search", json=body).json()["hits"]
+    rescored = server.post("/search", json={**body, "dim": "256"}).json()["hits"]
+    raw = server.post("/search", json={**body, "dim": "256", "rescore": False}).json()["hits"]
+    assert [(h["id"], round(h["score"], 5)) for h in rescored] == [(h["id"], round(h["score"], 5)) for h in full]
+    assert raw[0]["id"] == "paris" and raw[0]["score"] != pytest.approx(full[0]["score"], abs=1e-6)
+
+
 def test_metadata_and_k(server: httpx.Client, cities: str) -> None:
     r = server.post("/search", json={"collection": cities, "query": "plants light energy", "k": 2, "mode": "dense"})
     hits = r.json()["hits"]

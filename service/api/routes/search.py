@@ -65,6 +65,7 @@ async def _run(state: AppState, opts: SearchOptions, queries: list[str]) -> list
         depth=opts.depth,
         weights={str(k): v for k, v in opts.weights.items()} if opts.weights else None,
         group_by_doc=opts.group_by_doc,
+        rescore=opts.rescore,
     )
     state.metrics.search_latency.labels(opts.mode, opts.dim).observe(time.perf_counter() - start)
     state.metrics.search_queries.labels(opts.mode, opts.dim).inc(len(queries))
