@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from indexing.bm25 import warm_up as warm_up_bm25
 from indexing.collection import CollectionStore
 from indexing.ingest import run_job
 from indexing.jobs import JobStore
@@ -48,9 +49,11 @@ def build_state(settings: Settings) -> AppState:
 
 
 def start(state: AppState) -> None:
-    """Load the default embedder, check every collection against its doc store, start the queue."""
+    """Load the default embedder, compile the BM25 kernels, check every collection against its doc store,
+    start the queue. /readyz answers 503 until this is done, so no user query pays a cold start."""
     log.info("loading embedder", extra={"embedder": state.settings.embedder})
-    state.embedders.get(state.settings.embedder)
+    state.embedders.get(state.settings.embedder).encode_queries(["warm up"])
+    warm_up_bm25()
     for name in state.collections.names():
         outcome = state.collections.get(name).check_consistency()
         log.info("collection checked", extra={"collection": name, "outcome": outcome})
