@@ -18,6 +18,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--data-dir", default=None, help="data directory (default VELA_DATA_DIR or ./.vela)")
     serve.set_defaults(func=_serve)
 
+    worker = sub.add_parser("worker", help="run an indexing worker that takes jobs from Redis (VELA_REDIS_URL)")
+    worker.add_argument("--name", default=None, help="consumer name (default host-pid)")
+    worker.add_argument("--data-dir", default=None, help="data directory shared with the API")
+    worker.set_defaults(func=_worker)
+
     ev = sub.add_parser("eval", help="ingest a BEIR-layout dataset and score retrieval (NDCG@10, R@100, MRR@10)")
     ev.add_argument("--data", required=True, help="BEIR folder: corpus.jsonl, queries.jsonl, qrels/<split>.tsv")
     ev.add_argument("--modes", default="bm25,dense,hybrid", help="comma-separated: bm25, dense, hybrid")
@@ -38,7 +43,7 @@ def _serve(args: argparse.Namespace) -> int:
         os.environ["VELA_DATA_DIR"] = args.data_dir
     import uvicorn
 
-    from service.logs import configure_logging
+    from indexing.logs import configure_logging
     from service.main import create_app
     from service.settings import Settings
 
@@ -52,6 +57,14 @@ def _serve(args: argparse.Namespace) -> int:
         access_log=False,
     )
     return 0
+
+
+def _worker(args: argparse.Namespace) -> int:
+    if args.data_dir:
+        os.environ["VELA_DATA_DIR"] = args.data_dir
+    from indexing.worker import main as worker_main
+
+    return worker_main(name=args.name)
 
 
 def _eval(args: argparse.Namespace) -> int:

@@ -61,12 +61,13 @@ def run_job(
     batch_size: int = 64,
     commit_interval_s: float = 60.0,
     on_progress: Callable[[int, int], None] | None = None,
+    worker: str = "in-process",
 ) -> JobStatus:
     """Run a job to its end. Safe to run again after a crash: upserts by id converge to the same state."""
     job = jobs.get(job_id)
     if job.status in TERMINAL:
         return job.status
-    job = jobs.start(job_id)
+    job = jobs.start(job_id, worker)
     try:
         coll = collections.get(job.collection)
         payload = jobs.payload(job_id)

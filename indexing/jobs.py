@@ -26,7 +26,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     attempts INTEGER NOT NULL DEFAULT 0,
     created_at REAL NOT NULL,
     started_at REAL,
-    finished_at REAL
+    finished_at REAL,
+    worker TEXT
 );
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs(status);
 """
@@ -87,7 +88,11 @@ class JobStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._local = threading.local()
-        self._conn().executescript(SCHEMA)
+        conn = self._conn()
+        conn.executescript(SCHEMA)
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(jobs)")}
+        if "worker" not in columns:  # a jobs table from before workers had names
+            conn.execute("ALTER TABLE jobs ADD COLUMN worker TEXT")
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -142,10 +147,11 @@ class JobStore:
         )
         return [r[0] for r in rows]
 
-    def start(self, job_id: str) -> Job:
+    def start(self, job_id: str, worker: str = "in-process") -> Job:
         self._conn().execute(
-            "UPDATE jobs SET status = ?, started_at = COALESCE(started_at, ?), attempts = attempts + 1 WHERE id = ?",
-            (JobStatus.RUNNING.value, time.time(), job_id),
+            "UPDATE jobs SET status = ?, started_at = COALESCE(started_at, ?), attempts = attempts + 1, "
+            "worker = ? WHERE id = ?",
+            (JobStatus.RUNNING.value, time.time(), worker, job_id),
         )
         return self.get(job_id)
 
@@ -177,6 +183,11 @@ class JobStore:
             conn.execute("ROLLBACK")
             raise
         return self.get(job_id)
+
+    def worker(self, job_id: str) -> str | None:
+        """Which worker ran (or runs) the job last."""
+        row = self._conn().execute("SELECT worker FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        return None if row is None else row[0]
 
     def cancel_requested(self, job_id: str) -> bool:
         row = self._conn().execute("SELECT cancel_requested FROM jobs WHERE id = ?", (job_id,)).fetchone()

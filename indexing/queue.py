@@ -6,10 +6,21 @@ import logging
 import queue
 import threading
 from collections.abc import Callable
+from typing import Protocol
 
 from indexing.jobs import JobStore
 
 log = logging.getLogger("vela.queue")
+
+
+class JobQueue(Protocol):
+    """Where the API hands job ids: in-process by default, a Redis stream in production."""
+
+    def start(self) -> None: ...
+
+    def submit(self, job_id: str) -> None: ...
+
+    def stop(self, timeout: float = 30.0) -> None: ...
 
 
 class InProcessQueue:

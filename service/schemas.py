@@ -56,6 +56,8 @@ class JobOut(BaseModel):
     docs_per_s: float | None
     eta_s: float | None
     error: str | None
+    worker: str | None = Field(None, description="the worker that runs (or last ran) the job")
+    attempts: int = Field(0, description="how many times a worker started it (more than 1 after a crash)")
     created_at: float
     started_at: float | None
     finished_at: float | None

@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from indexing.settings import IndexingSettings
 
 
-class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="VELA_", env_file=None, extra="ignore")
+class Settings(IndexingSettings):
+    """The API process's settings: the indexing ones plus HTTP, limits and new-collection defaults."""
 
-    data_dir: Path = Field(Path(".vela"), description="where collections, indexes and jobs live")
-    embedder: str = Field("default", description="'default' (packaged all-MiniLM-L6-v2) or a local HF model dir")
-    device: str = "cpu"
-    precision: str = Field("fp32", pattern="^(fp32|bf16)$")
     api_keys: str = Field("", description="comma-separated API keys; empty turns authentication off")
     host: str = "127.0.0.1"
     port: int = 8000
-    log_level: str = "INFO"
     max_document_bytes: int = Field(1_000_000, ge=1, description="largest document text, in UTF-8 bytes")
     max_batch_documents: int = Field(10_000, ge=1, description="most documents in one /index request")
     max_batch_queries: int = Field(256, ge=1, description="most queries in one /search/batch request")
@@ -29,8 +23,6 @@ class Settings(BaseSettings):
     bm25_method: str = "lucene"
     bm25_k1: float = 1.2
     bm25_b: float = 0.75
-    ingest_batch_size: int = Field(64, ge=1)
-    commit_interval_s: float = Field(60.0, gt=0, description="a long ingest publishes its progress this often")
 
     @field_validator("api_keys")
     @classmethod

@@ -9,7 +9,8 @@ from indexing.bm25 import warm_up as warm_up_bm25
 from indexing.collection import CollectionStore
 from indexing.ingest import run_job
 from indexing.jobs import JobStore
-from indexing.queue import InProcessQueue
+from indexing.queue import InProcessQueue, JobQueue
+from indexing.redis_queue import RedisJobQueue
 from models import EmbedderCache
 from service.metrics import Metrics
 from service.settings import Settings
@@ -22,7 +23,7 @@ class AppState:
     settings: Settings
     collections: CollectionStore
     jobs: JobStore
-    queue: InProcessQueue
+    queue: JobQueue
     embedders: EmbedderCache
     metrics: Metrics
     ready: bool = False
@@ -44,7 +45,12 @@ def build_state(settings: Settings) -> AppState:
             commit_interval_s=settings.commit_interval_s,
         )
 
-    queue = InProcessQueue(jobs, run)
+    queue: JobQueue
+    if settings.redis_url:
+        # Production: jobs go through Redis to `vela worker` processes; this process only serves.
+        queue = RedisJobQueue(settings.redis_url, stream=settings.queue_stream)
+    else:
+        queue = InProcessQueue(jobs, run)
     return AppState(settings, collections, jobs, queue, embedders, Metrics(collections))
 
 
@@ -58,6 +64,12 @@ def start(state: AppState) -> None:
         outcome = state.collections.get(name).check_consistency()
         log.info("collection checked", extra={"collection": name, "outcome": outcome})
     state.queue.start()
+    if isinstance(state.queue, RedisJobQueue):
+        # A job recorded but not yet handed to Redis (the API died in between) is handed over again;
+        # a duplicate entry is harmless: a finished job is skipped, a running one is idempotent.
+        for job_id in state.jobs.unfinished():
+            if state.jobs.get(job_id).status == "queued":
+                state.queue.submit(job_id)
     state.ready = True
 
 

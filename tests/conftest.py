@@ -20,3 +20,27 @@ def beir_dir() -> Path:
     if not (BEIR_DIR / "scifact" / "corpus.jsonl").exists():
         pytest.skip(f"benchmark data not found at {BEIR_DIR}")
     return BEIR_DIR
+
+
+@pytest.fixture(scope="session")
+def tiny_embedder_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random BERT with the MiniLM tokenizer: fast enough to embed thousands of documents in tests."""
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    from models import EmbedderConfig
+    from models.loading import packaged_minilm_dir
+
+    root = tmp_path_factory.mktemp("tiny-embedder")
+    tok = BertTokenizerFast.from_pretrained(packaged_minilm_dir(), local_files_only=True)
+    cfg = BertConfig(
+        vocab_size=tok.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+    )
+    BertModel(cfg).save_pretrained(root)
+    tok.save_pretrained(root)
+    EmbedderConfig(pooling="mean", max_length=64).save(root)
+    return root

@@ -10,7 +10,7 @@ from service.schemas import ErrorResponse, JobOut
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 
 
-def job_out(job: Job) -> JobOut:
+def job_out(job: Job, worker: str | None = None) -> JobOut:
     return JobOut(
         id=job.id,
         collection=job.collection,
@@ -21,6 +21,8 @@ def job_out(job: Job) -> JobOut:
         docs_per_s=job.docs_per_s,
         eta_s=job.eta_s,
         error=job.error,
+        worker=worker,
+        attempts=job.attempts,
         created_at=job.created_at,
         started_at=job.started_at,
         finished_at=job.finished_at,
@@ -31,7 +33,7 @@ def job_out(job: Job) -> JobOut:
 def get_job(job_id: str, state: State) -> JobOut:
     """Status (queued/running/succeeded/failed/cancelled), progress, speed and ETA of a job."""
     try:
-        return job_out(state.jobs.get(job_id))
+        return job_out(state.jobs.get(job_id), state.jobs.worker(job_id))
     except JobNotFound as exc:
         raise ApiError(404, "job_not_found", f"no job with id {job_id!r}") from exc
 

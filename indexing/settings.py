@@ -1,0 +1,25 @@
+"""Settings shared by every process that indexes: the API (embedded default) and `vela worker`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class IndexingSettings(BaseSettings):
+    """What `vela worker` reads from VELA_* variables; the API's Settings extend it."""
+
+    model_config = SettingsConfigDict(env_prefix="VELA_", env_file=None, extra="ignore")
+
+    data_dir: Path = Field(Path(".vela"), description="where collections, indexes and jobs live")
+    embedder: str = Field("default", description="'default' (packaged all-MiniLM-L6-v2) or a local HF model dir")
+    device: str = "cpu"
+    precision: str = Field("fp32", pattern="^(fp32|bf16)$")
+    log_level: str = "INFO"
+    ingest_batch_size: int = Field(64, ge=1)
+    commit_interval_s: float = Field(60.0, gt=0, description="a long ingest publishes its progress this often")
+    redis_url: str | None = Field(None, description="redis://host:port/db; unset: the in-process queue")
+    queue_stream: str = Field("vela:jobs", description="Redis stream the jobs go through")
+    claim_idle_s: float = Field(60.0, gt=0, description="a job silent this long is taken over by another worker")

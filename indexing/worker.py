@@ -1,0 +1,61 @@
+"""`vela worker`: an indexing process that takes jobs from Redis and writes collections on disk."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+from collections.abc import Callable
+
+from indexing.bm25 import warm_up as warm_up_bm25
+from indexing.collection import CollectionStore
+from indexing.ingest import run_job
+from indexing.jobs import JobStore
+from indexing.logs import configure_logging
+from indexing.redis_queue import RedisWorker
+from indexing.settings import IndexingSettings
+from models import EmbedderCache
+
+log = logging.getLogger("vela.worker")
+
+
+def main(*, name: str | None = None) -> int:
+    settings = IndexingSettings()
+    configure_logging(settings.log_level)
+    if not settings.redis_url:
+        log.error("vela worker needs VELA_REDIS_URL (the embedded default runs jobs inside `vela serve`)")
+        return 2
+    name = name or f"{socket.gethostname()}-{os.getpid()}"
+    data_dir = settings.data_dir.expanduser().resolve()
+    collections = CollectionStore(data_dir)
+    jobs = JobStore(data_dir / "jobs.sqlite3")
+    embedders = EmbedderCache(device=settings.device, precision=settings.precision)
+    embedders.get(settings.embedder)
+    warm_up_bm25()
+    for coll_name in collections.names():
+        outcome = collections.get(coll_name).check_consistency()
+        log.info("collection checked", extra={"collection": coll_name, "outcome": outcome})
+
+    def run(job_id: str, heartbeat: Callable[[], None]) -> object:
+        return run_job(
+            job_id=job_id,
+            jobs=jobs,
+            collections=collections,
+            embedders=embedders,
+            batch_size=settings.ingest_batch_size,
+            commit_interval_s=settings.commit_interval_s,
+            on_progress=lambda _done, _total: heartbeat(),
+            worker=name,
+        )
+
+    stop = threading.Event()
+    # SIGTERM/SIGINT finish the current job, then exit; SIGKILL loses nothing either (the entry stays pending).
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    worker = RedisWorker(
+        settings.redis_url, run, name=name, stream=settings.queue_stream, claim_idle_s=settings.claim_idle_s
+    )
+    worker.serve(stop)
+    return 0
