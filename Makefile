@@ -28,7 +28,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help install serve test test-slow lint typecheck format clean distclean
+.PHONY: help install serve test test-slow lint typecheck format clean distclean redis-server
 
 help:
 	@echo "make serve      install into .venv (if needed) and start the API on 127.0.0.1:8000"
@@ -64,10 +64,17 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-test: lint typecheck
+# The tests run a real redis-server (the production queue); Debian's package, installed once.
+redis-server:
+	@command -v redis-server >/dev/null || { \
+		echo "installing redis-server (apt-get)"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq redis-server >/dev/null; }
+
+test: lint typecheck redis-server
 	$(BIN)/pytest -q
 
-test-slow: $(STAMP)
+test-slow: $(STAMP) redis-server
 	$(BIN)/pytest -q -m slow
 
 format: $(STAMP)

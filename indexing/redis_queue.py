@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import redis
@@ -57,6 +58,7 @@ class RedisWorker:
         stream: str = "vela:jobs",
         claim_idle_s: float = 60.0,
         block_s: float = 1.0,
+        alive_file: Path | None = None,
     ) -> None:
         self.client = redis.Redis.from_url(url, decode_responses=True)
         self.run = run
@@ -64,6 +66,11 @@ class RedisWorker:
         self.stream = stream
         self.claim_idle_ms = int(claim_idle_s * 1000)
         self.block_ms = int(block_s * 1000)
+        self.alive_file = alive_file
+
+    def touch(self) -> None:
+        if self.alive_file is not None:
+            self.alive_file.touch()
 
     def next_entry(self) -> tuple[str, str] | None:
         """A stale pending entry of another consumer first, else a new one (blocking up to block_s)."""
@@ -85,6 +92,7 @@ class RedisWorker:
         ensure_group(self.client, self.stream)
         log.info("worker ready", extra={"worker": self.name, "stream": self.stream})
         while not stop.is_set():
+            self.touch()
             entry = self.next_entry()
             if entry is None:
                 continue
@@ -93,6 +101,7 @@ class RedisWorker:
             def heartbeat(entry_id: str = entry_id) -> None:
                 # Re-claiming our own entry resets its idle time: we are alive, keep the job.
                 self.client.xclaim(self.stream, GROUP, self.name, 0, [entry_id], justid=True)
+                self.touch()
 
             log.info("job started", extra={"worker": self.name, "job_id": job_id})
             self.run(job_id, heartbeat)

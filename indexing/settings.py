@@ -22,4 +22,5 @@ class IndexingSettings(BaseSettings):
     commit_interval_s: float = Field(60.0, gt=0, description="a long ingest publishes its progress this often")
     redis_url: str | None = Field(None, description="redis://host:port/db; unset: the in-process queue")
     queue_stream: str = Field("vela:jobs", description="Redis stream the jobs go through")
+    heartbeat_file: Path | None = Field(None, description="`vela worker` touches it while alive (healthchecks)")
     claim_idle_s: float = Field(60.0, gt=0, description="a job silent this long is taken over by another worker")

@@ -55,7 +55,12 @@ def main(*, name: str | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     worker = RedisWorker(
-        settings.redis_url, run, name=name, stream=settings.queue_stream, claim_idle_s=settings.claim_idle_s
+        settings.redis_url,
+        run,
+        name=name,
+        stream=settings.queue_stream,
+        claim_idle_s=settings.claim_idle_s,
+        alive_file=settings.heartbeat_file,
     )
     worker.serve(stop)
     return 0

@@ -56,7 +56,15 @@ def _vela_subcommands() -> set[str]:
 
 
 def test_expected_services(services: dict[str, dict[str, Any]]) -> None:
-    assert {"redis", "api"} <= set(services)
+    assert {"redis", "api", "worker"} <= set(services)
+
+
+def test_api_and_worker_share_redis_and_data(services: dict[str, dict[str, Any]]) -> None:
+    api, worker = _environment(services["api"]), _environment(services["worker"])
+    assert api["VELA_REDIS_URL"] == worker["VELA_REDIS_URL"] and api["VELA_REDIS_URL"].startswith("redis://redis:")
+    assert api["VELA_DATA_DIR"] == worker["VELA_DATA_DIR"] == "/data"
+    assert services["worker"]["depends_on"]["redis"]["condition"] == "service_healthy"
+    assert services["worker"]["volumes"] == services["api"]["volumes"]
 
 
 def test_every_service_has_a_healthcheck(services: dict[str, dict[str, Any]]) -> None:
@@ -118,7 +126,7 @@ def test_compose_vela_commands_exist(services: dict[str, dict[str, Any]]) -> Non
             assert len(argv) > 1, f"service {name!r} runs `vela` with no subcommand"
             assert argv[1] in known, f"service {name!r} runs `vela {argv[1]}`, not a subcommand of {sorted(known)}"
             used.append(argv[1])
-    assert "serve" in used
+    assert {"serve", "worker"} <= set(used)
 
 
 def test_dockerfile_cmd_and_user() -> None:

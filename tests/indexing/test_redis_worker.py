@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import redis
 
 from tests.service.conftest import _free_port, running_server, wait_job
 
@@ -26,11 +27,16 @@ def redis_url(tmp_path: Path) -> Iterator[str]:
         ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--appendonly", "yes", "--dir", str(tmp_path)],
         stdout=subprocess.DEVNULL,
     )
+    url = f"redis://127.0.0.1:{port}/0"
     deadline = time.time() + 10
-    while subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True).stdout.strip() != b"PONG":
-        assert time.time() < deadline, "redis-server did not start"
-        time.sleep(0.05)
-    yield f"redis://127.0.0.1:{port}/0"
+    while True:
+        try:
+            if redis.Redis.from_url(url).ping():
+                break
+        except redis.ConnectionError:
+            assert time.time() < deadline, "redis-server did not start"
+            time.sleep(0.05)
+    yield url
     proc.terminate()
     proc.wait(10)
 
