@@ -29,3 +29,4 @@ def configure_logging(level: str = "INFO") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    logging.getLogger("bm25s").setLevel(max(logging.INFO, root.level))  # it logs every build at DEBUG

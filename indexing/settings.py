@@ -23,4 +23,6 @@ class IndexingSettings(BaseSettings):
     redis_url: str | None = Field(None, description="redis://host:port/db; unset: the in-process queue")
     queue_stream: str = Field("vela:jobs", description="Redis stream the jobs go through")
     heartbeat_file: Path | None = Field(None, description="`vela worker` touches it while alive (healthchecks)")
+    worker_nice: int = Field(10, ge=0, le=19, description="`vela worker` runs at this lower CPU priority")
+    worker_threads: int = Field(0, ge=0, description="torch threads of `vela worker` (0: torch's default)")
     claim_idle_s: float = Field(60.0, gt=0, description="a job silent this long is taken over by another worker")

@@ -9,6 +9,8 @@ import socket
 import threading
 from collections.abc import Callable
 
+import torch
+
 from indexing.bm25 import warm_up as warm_up_bm25
 from indexing.collection import CollectionStore
 from indexing.ingest import run_job
@@ -28,6 +30,10 @@ def main(*, name: str | None = None) -> int:
         log.error("vela worker needs VELA_REDIS_URL (the embedded default runs jobs inside `vela serve`)")
         return 2
     name = name or f"{socket.gethostname()}-{os.getpid()}"
+    # Ingest is background work: queries served on the same host keep the CPU first.
+    os.nice(settings.worker_nice)
+    if settings.worker_threads:
+        torch.set_num_threads(settings.worker_threads)
     data_dir = settings.data_dir.expanduser().resolve()
     collections = CollectionStore(data_dir)
     jobs = JobStore(data_dir / "jobs.sqlite3")

@@ -18,27 +18,47 @@ import redis
 from tests.service.conftest import _free_port, running_server, wait_job
 
 
+class RedisServer:
+    """A real redis-server with AOF persistence in a temp dir; restartable on the same port and data."""
+
+    def __init__(self, workdir: Path) -> None:
+        if shutil.which("redis-server") is None:
+            pytest.fail("redis-server is not installed: `make test` installs it (apt-get install redis-server)")
+        self.workdir = workdir
+        self.port = _free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        argv = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--appendonly", "yes"]
+        self.proc = subprocess.Popen([*argv, "--dir", str(self.workdir)], stdout=subprocess.DEVNULL)
+        deadline = time.time() + 10
+        while True:
+            try:
+                if redis.Redis.from_url(self.url).ping():
+                    return
+            except redis.ConnectionError:
+                assert time.time() < deadline, "redis-server did not start"
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(10)
+            self.proc = None
+
+
 @pytest.fixture
-def redis_url(tmp_path: Path) -> Iterator[str]:
-    if shutil.which("redis-server") is None:
-        pytest.fail("redis-server is not installed: `make install` installs it (apt-get install redis-server)")
-    port = _free_port()
-    proc = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--appendonly", "yes", "--dir", str(tmp_path)],
-        stdout=subprocess.DEVNULL,
-    )
-    url = f"redis://127.0.0.1:{port}/0"
-    deadline = time.time() + 10
-    while True:
-        try:
-            if redis.Redis.from_url(url).ping():
-                break
-        except redis.ConnectionError:
-            assert time.time() < deadline, "redis-server did not start"
-            time.sleep(0.05)
-    yield url
-    proc.terminate()
-    proc.wait(10)
+def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer) -> str:
+    return redis_server.url
 
 
 def _worker(name: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
@@ -50,15 +70,20 @@ def _worker(name: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
     )
 
 
-def ingest_with_a_killed_worker(tmp_path: Path, redis_url: str, embedder: Path, n_docs: int) -> None:
-    env = {
+def worker_env(tmp_path: Path, redis_url: str, embedder: Path) -> dict[str, str]:
+    return {
         **os.environ,
         "VELA_REDIS_URL": redis_url,
         "VELA_DATA_DIR": str(tmp_path / "data"),
         "VELA_EMBEDDER": str(embedder),
         "VELA_CLAIM_IDLE_S": "2",
         "VELA_INGEST_BATCH_SIZE": "20",
+        "VELA_WORKER_NICE": "0",
     }
+
+
+def ingest_with_a_killed_worker(tmp_path: Path, redis_url: str, embedder: Path, n_docs: int) -> None:
+    env = worker_env(tmp_path, redis_url, embedder)
     workers = {name: _worker(name, env) for name in ("w1", "w2")}
     try:
         with running_server(
@@ -116,3 +141,53 @@ def test_sigkilled_worker_job_is_taken_over_and_completes(
 @pytest.mark.slow
 def test_sigkill_during_a_20k_ingest(tmp_path: Path, redis_url: str, tiny_embedder_dir: Path) -> None:
     ingest_with_a_killed_worker(tmp_path, redis_url, tiny_embedder_dir, n_docs=20_000)
+
+
+def test_a_job_survives_a_redis_restart(tmp_path: Path, redis_server: RedisServer, tiny_embedder_dir: Path) -> None:
+    env = worker_env(tmp_path, redis_server.url, tiny_embedder_dir)
+    docs = [{"id": f"d{i}", "text": f"text {i} with marker mk{i}z"} for i in range(300)]
+    with running_server(tmp_path / "data", redis_url=redis_server.url, embedder=str(tiny_embedder_dir)) as client:
+        # Queued while no worker runs; Redis restarts (AOF) before any worker reads it.
+        job_id = client.post("/index", json={"collection": "a", "documents": docs}).json()["job_id"]
+        redis_server.stop()
+        redis_server.start()
+        worker = _worker("w1", env)
+        try:
+            assert wait_job(client, job_id, timeout=300)["status"] == "succeeded"
+        finally:
+            worker.kill()
+            worker.wait(10)
+        assert client.get("/collections/a").json()["documents"] == 300
+
+
+def test_different_collections_index_in_parallel(
+    tmp_path: Path, redis_server: RedisServer, tiny_embedder_dir: Path
+) -> None:
+    env = worker_env(tmp_path, redis_server.url, tiny_embedder_dir)
+    workers = [_worker(name, env) for name in ("w1", "w2")]
+    client_redis = redis.Redis.from_url(redis_server.url, decode_responses=True)
+    try:
+        deadline = time.time() + 120
+        while True:  # both workers are waiting on the stream
+            try:
+                consumers = {c["name"] for c in client_redis.xinfo_consumers("vela:jobs", "vela-workers")}
+            except redis.ResponseError:
+                consumers = set()
+            if consumers >= {"w1", "w2"}:
+                break
+            assert time.time() < deadline, "workers did not start"
+            time.sleep(0.1)
+        docs = [{"id": f"d{i}", "text": f"text {i} with marker mk{i}z"} for i in range(1500)]
+        with running_server(tmp_path / "data", redis_url=redis_server.url, embedder=str(tiny_embedder_dir)) as client:
+            ids = [client.post("/index", json={"collection": c, "documents": docs}).json()["job_id"] for c in "ab"]
+            a, b = (wait_job(client, j, timeout=300) for j in ids)
+            assert a["status"] == b["status"] == "succeeded"
+            # One writer per collection, but two collections at the same time on two workers.
+            assert {a["worker"], b["worker"]} == {"w1", "w2"}
+            assert a["started_at"] < b["finished_at"] and b["started_at"] < a["finished_at"]
+            for c in "ab":
+                assert client.get(f"/collections/{c}").json()["documents"] == 1500
+    finally:
+        for p in workers:
+            p.kill()
+            p.wait(10)

@@ -1,0 +1,107 @@
+"""Shared pieces of the benchmarks: local servers on loopback, closed-loop HTTP load, percentiles, output."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import platform
+import shlex
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def machine() -> dict[str, Any]:
+    return {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()}
+
+
+def command() -> str:
+    return " ".join(shlex.quote(a) for a in [Path(sys.argv[0]).name, *sys.argv[1:]])
+
+
+def start_redis(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    proc = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--appendonly", "yes", "--dir", str(workdir)],
+        stdout=subprocess.DEVNULL,
+    )
+    time.sleep(0.5)
+    return proc, f"redis://127.0.0.1:{port}/0"
+
+
+def start_vela(args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", "cli.main", *args], env={**os.environ, **env})
+
+
+def wait_ready(base: str, timeout: float = 180) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    raise TimeoutError(f"{base} not ready")
+
+
+def wait_jobs(client: httpx.Client, job_ids: list[str], timeout: float = 3600) -> list[dict[str, Any]]:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        jobs = [client.get(f"/jobs/{j}").json() for j in job_ids]
+        if all(j["status"] in ("succeeded", "failed", "cancelled") for j in jobs):
+            return jobs
+        time.sleep(0.5)
+    raise TimeoutError(job_ids)
+
+
+def percentiles(latencies_s: list[float]) -> dict[str, float]:
+    ms = np.asarray(latencies_s) * 1000.0
+    return {
+        "requests": len(ms),
+        "p50_ms": round(float(np.percentile(ms, 50)), 2),
+        "p95_ms": round(float(np.percentile(ms, 95)), 2),
+        "p99_ms": round(float(np.percentile(ms, 99)), 2),
+    }
+
+
+async def closed_loop(
+    base: str, make_body: Callable[[int], dict[str, Any]], *, concurrency: int, until: Callable[[], bool]
+) -> tuple[list[float], float]:
+    """`concurrency` clients each send a request as soon as their last one answered, until `until()`."""
+    latencies: list[float] = []
+    counter = 0
+    start = time.perf_counter()
+
+    async def client_loop() -> None:
+        nonlocal counter
+        async with httpx.AsyncClient(base_url=base, timeout=60) as client:
+            while not until():
+                counter += 1
+                t0 = time.perf_counter()
+                r = await client.post("/search", json=make_body(counter))
+                r.raise_for_status()
+                latencies.append(time.perf_counter() - t0)
+
+    await asyncio.gather(*(client_loop() for _ in range(concurrency)))
+    return latencies, time.perf_counter() - start
+
+
+def write_result(path: Path, result: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
