@@ -90,6 +90,9 @@ class RedisWorker:
 
     def serve(self, stop: threading.Event) -> None:
         ensure_group(self.client, self.stream)
+        # Registered up front (XREADGROUP alone creates a consumer only once it gets an entry on some Redis
+        # versions), so XINFO CONSUMERS lists every live worker from the start.
+        self.client.xgroup_createconsumer(self.stream, GROUP, self.name)
         log.info("worker ready", extra={"worker": self.name, "stream": self.stream})
         while not stop.is_set():
             self.touch()

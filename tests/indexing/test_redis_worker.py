@@ -62,12 +62,16 @@ def redis_url(redis_server: RedisServer) -> str:
 
 
 def _worker(name: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "worker", "--name", name],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    """A `vela worker` process; its log goes to <data dir>/../<name>.log so a failure can show it."""
+    log = Path(env["VELA_DATA_DIR"]).parent / f"{name}.log"
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "cli.main", "worker", "--name", name], env=env, stdout=out, stderr=out
+        )
+
+
+def _logs(env: dict[str, str]) -> str:
+    return "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in Path(env["VELA_DATA_DIR"]).parent.glob("*.log"))
 
 
 def worker_env(tmp_path: Path, redis_url: str, embedder: Path) -> dict[str, str]:
@@ -175,7 +179,8 @@ def test_different_collections_index_in_parallel(
                 consumers = set()
             if consumers >= {"w1", "w2"}:
                 break
-            assert time.time() < deadline, "workers did not start"
+            exited = [p.returncode for p in workers if p.poll() is not None]
+            assert not exited and time.time() < deadline, f"workers did not start ({exited=}):\n{_logs(env)}"
             time.sleep(0.1)
         docs = [{"id": f"d{i}", "text": f"text {i} with marker mk{i}z"} for i in range(1500)]
         with running_server(tmp_path / "data", redis_url=redis_server.url, embedder=str(tiny_embedder_dir)) as client:

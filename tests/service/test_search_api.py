@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -155,3 +156,21 @@ def test_openapi_lists_the_routes(server: httpx.Client) -> None:
     paths = server.get("/openapi.json").json()["paths"]
     for p in ("/index", "/jobs/{job_id}", "/search", "/search/batch", "/collections", "/collections/{name}"):
         assert p in paths
+
+
+@pytest.mark.parametrize("victim", ["dense-full.faiss", "bm25/data.csc.index.npy"])
+def test_truncated_index_file_is_rebuilt_at_start_up(tmp_path: Path, victim: str) -> None:
+    query = {"collection": "persist", "query": "capital of Germany", "mode": "hybrid", "k": 4}
+    with running_server(tmp_path) as client:
+        r = client.post("/index", json={"collection": "persist", "documents": DOCS})
+        assert wait_job(client, r.json()["job_id"])["status"] == "succeeded"
+        before = client.post("/search", json=query).json()["hits"]
+    index_dir = tmp_path / "collections" / "persist" / "index"
+    version = json.loads((index_dir / "CURRENT").read_text())["version"]
+    target = index_dir / f"v{version:06d}" / victim
+    with open(target, "r+b") as f:  # a crash mid-write, or a bad disk
+        f.truncate(target.stat().st_size // 2)
+    with running_server(tmp_path) as client:
+        after = client.post("/search", json=query).json()["hits"]
+        assert client.get("/collections/persist").json()["index"]["version"] == version + 1  # rebuilt
+    assert [(h["id"], h["score"]) for h in after] == [(h["id"], h["score"]) for h in before]
