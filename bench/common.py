@@ -30,7 +30,10 @@ def machine() -> dict[str, Any]:
 
 
 def command() -> str:
-    return " ".join(shlex.quote(a) for a in [Path(sys.argv[0]).name, *sys.argv[1:]])
+    """The command line that re-runs this benchmark, as typed (`vela bench ...` or `python -m bench.x ...`)."""
+    prog = Path(sys.argv[0])
+    head = [f"python -m bench.{prog.stem}"] if prog.parent.name == "bench" else [prog.name]
+    return " ".join([*head, *(shlex.quote(a) for a in sys.argv[1:])])
 
 
 def start_redis(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:

@@ -46,16 +46,16 @@ def scifact(n_search_docs: int) -> tuple[list[dict[str, str]], list[str], list[s
     return docs, queries, sentences
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--docs", type=int, default=20_000, help="short documents ingested under load")
     ap.add_argument("--search-docs", type=int, default=1000, help="SciFact documents of the searched collection")
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--idle-seconds", type=float, default=30)
-    ap.add_argument("--load-seconds", type=float, default=60, help="searches measured while the ingest runs")
+    ap.add_argument("--load-seconds", type=float, default=150, help="searches measured while the ingest runs")
     ap.add_argument("--mode", default="hybrid")
     ap.add_argument("--out", type=Path, default=Path("bench/results/ingest-latency.json"))
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     # SIGTERM (a CI timeout, a Ctrl-C from a wrapper) still stops the servers this script started.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
@@ -94,12 +94,18 @@ def main() -> None:
             states = [client.get(f"/jobs/{j}").json()["status"] for j in job_ids]
             return all(s in ("succeeded", "failed", "cancelled") for s in states)
 
+        def load_version() -> int:
+            r = client.get("/collections/load")
+            return int(r.json()["index"]["version"]) if r.status_code == 200 else 0
+
+        version_before = load_version()
         load_end = time.time() + args.load_seconds
         load_lat, load_s = asyncio.run(
             closed_loop(base, body, concurrency=args.concurrency, until=lambda: time.time() > load_end)
         )
         # The whole window must have been under ingest, or the comparison says nothing.
         done_under_load = sum(client.get(f"/jobs/{j}").json()["done"] for j in job_ids)
+        snapshots_under_load = load_version() - version_before  # each one loaded by the API mid-window
         still_running = not ingest_done()
         jobs = wait_jobs(client, job_ids)
         ingest_s = time.time() - t0
@@ -120,6 +126,7 @@ def main() -> None:
                 "load_seconds": args.load_seconds,
                 "ingest_running_throughout": still_running,
                 "docs_ingested_during_load": done_under_load,
+                "snapshots_published_during_load": snapshots_under_load,
                 "idle": idle,
                 "during_ingest": load,
                 "p99_ratio": round(load["p99_ms"] / idle["p99_ms"], 2),

@@ -82,13 +82,13 @@ def one_size(n: int, encoder: str) -> dict[str, float]:
     }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="20000,200000")
     ap.add_argument("--out", type=Path, default=Path("bench/results/ingest-rss.json"))
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--encoder", help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.one:
         print(json.dumps(one_size(args.one, args.encoder)))
         return

@@ -35,7 +35,35 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--json", dest="json_out", default=None, help="write the results JSON here")
     ev.add_argument("--workdir", default=None, help="where the eval collection lives (default <data dir>/eval)")
     ev.set_defaults(func=_eval)
+
+    onnx = sub.add_parser(
+        "export-onnx", help="export an embedder to ONNX (int8 by default) as a new embedder directory"
+    )
+    onnx.add_argument("model", help="'default' or a local model directory")
+    onnx.add_argument("--out", required=True, help="directory of the exported embedder")
+    onnx.add_argument("--no-quantize", action="store_true", help="keep fp32 weights (no dynamic int8 quantization)")
+    onnx.set_defaults(func=_export_onnx)
+
+    bench = sub.add_parser(
+        "bench",
+        help="run a benchmark; prints JSON and writes bench/results/<name>.json",
+        description="Benchmarks: " + ", ".join(f"{k} ({v[1]})" for k, v in BENCHES.items()),
+    )
+    bench.add_argument("name", choices=sorted(BENCHES), help="which benchmark")
+    bench.add_argument("args", nargs=argparse.REMAINDER, help="its own options (vela bench NAME --help)")
+    bench.set_defaults(func=_bench)
     return parser
+
+
+# name -> (module with main(argv), what it measures)
+BENCHES: dict[str, tuple[str, str]] = {
+    "latency": ("bench.latency", "HTTP search latency and QPS per mode and concurrency"),
+    "bm25": ("bench.bm25", "our BM25 vs rank_bm25"),
+    "dense": ("bench.dense", "FAISS flat vs numpy, 256-d + rescore vs full, HNSW"),
+    "ingest": ("bench.ingest", "end-to-end ingest vs the bare encoder"),
+    "ingest-latency": ("bench.ingest_latency", "search p99 while a large ingest runs vs idle"),
+    "ingest-rss": ("bench.ingest_rss", "peak RSS of large ingests"),
+}
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -71,6 +99,22 @@ def _eval(args: argparse.Namespace) -> int:
     from cli.evaluate import main as eval_main
 
     return eval_main(args)
+
+
+def _export_onnx(args: argparse.Namespace) -> int:
+    from models.onnx_export import export
+
+    print(export(args.model, args.out, quantize=not args.no_quantize))
+    return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    import importlib
+
+    module = importlib.import_module(BENCHES[args.name][0])
+    sys.argv = [f"vela bench {args.name}", *args.args]  # what the JSON records as its command
+    module.main(args.args)
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

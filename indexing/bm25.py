@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -91,6 +91,48 @@ def _okapi_reweight(model: bm25s.BM25, n_docs: int, k1: float, epsilon: float) -
     model.scores["data"] = (data * np.repeat(scale, np.diff(indptr))).astype(data.dtype)
 
 
+class TokenIdCorpus:
+    """A tokenised corpus kept compact while it grows: one int32 vocabulary id per token plus document
+    lengths (about 4 bytes a token, where lists of Python strings cost about 60). bm25s reads it through
+    its `.ids` / `.vocab` protocol, one document's id list at a time."""
+
+    def __init__(self) -> None:
+        self.vocab: dict[str, int] = {}
+        self._parts: list[np.ndarray] = []  # int32 token ids, one array per `add`
+        self._lengths: list[np.ndarray] = []  # int64 tokens per document
+        self._flat = np.empty(0, np.int32)
+        self._offsets = np.zeros(1, np.int64)
+
+    def add(self, docs_tokens: Iterable[list[str]]) -> None:
+        docs_tokens = list(docs_tokens)
+        vocab = self.vocab
+        ids = [vocab.setdefault(t, len(vocab)) for doc in docs_tokens for t in doc]
+        self._parts.append(np.asarray(ids, dtype=np.int32))
+        self._lengths.append(np.fromiter(map(len, docs_tokens), dtype=np.int64, count=len(docs_tokens)))
+
+    def _consolidate(self) -> None:
+        if self._parts:
+            self._flat = np.concatenate([self._flat, *self._parts])
+            lengths = np.concatenate(self._lengths)
+            self._offsets = np.concatenate([self._offsets, self._offsets[-1] + np.cumsum(lengths)])
+            self._parts, self._lengths = [], []
+
+    def __len__(self) -> int:
+        self._consolidate()
+        return int(self._offsets.shape[0] - 1)
+
+    @property
+    def ids(self) -> TokenIdCorpus:
+        return self
+
+    def __getitem__(self, i: int) -> list[int]:
+        self._consolidate()
+        return self._flat[self._offsets[i] : self._offsets[i + 1]].tolist()  # type: ignore[no-any-return]
+
+    def __iter__(self) -> Iterator[list[int]]:
+        return (self[i] for i in range(len(self)))
+
+
 class BM25Index:
     def __init__(self, model: bm25s.BM25 | None, ids: np.ndarray, params: BM25Params) -> None:
         self.model = model  # None when the index holds no documents
@@ -102,12 +144,17 @@ class BM25Index:
         return int(self.ids.shape[0])
 
     @classmethod
-    def build(cls, corpus_tokens: list[list[str]], ids: np.ndarray, params: BM25Params) -> BM25Index:
+    def build(cls, corpus: list[list[str]] | TokenIdCorpus, ids: np.ndarray, params: BM25Params) -> BM25Index:
+        if not isinstance(corpus, TokenIdCorpus):
+            tokens, corpus = corpus, TokenIdCorpus()
+            corpus.add(tokens)
         ids = np.asarray(ids, dtype=np.int64)
-        if len(corpus_tokens) != ids.shape[0]:
-            raise ValueError(f"{len(corpus_tokens)} documents but {ids.shape[0]} ids")
-        if not corpus_tokens:
+        if len(corpus) != ids.shape[0]:
+            raise ValueError(f"{len(corpus)} documents but {ids.shape[0]} ids")
+        if len(corpus) == 0:
             return cls(None, ids, params)
+        if not corpus.vocab:  # every passage is stopwords only: bm25s needs a vocabulary of at least one
+            corpus.vocab[""] = 0
         method = "lucene" if params.method == "okapi" else params.method
         model = bm25s.BM25(
             k1=params.k1,
@@ -117,9 +164,10 @@ class BM25Index:
             backend="numba",
             dtype="float64" if params.method == "okapi" else "float32",
         )
-        model.index(corpus_tokens, show_progress=False)
+        with np.errstate(invalid="ignore", divide="ignore"):  # bm25l/bm25+ divide by a 0 mean length then
+            model.index(corpus, show_progress=False)
         if params.method == "okapi":
-            _okapi_reweight(model, len(corpus_tokens), params.k1, params.epsilon)
+            _okapi_reweight(model, len(corpus), params.k1, params.epsilon)
         return cls(model, ids, params)
 
     def save(self, directory: Path) -> None:

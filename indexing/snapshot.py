@@ -26,7 +26,7 @@ from typing import Any
 import faiss
 import numpy as np
 
-from indexing.bm25 import BM25Index, BM25Params, tokenize
+from indexing.bm25 import BM25Index, BM25Params, TokenIdCorpus, tokenize
 from indexing.docstore import DocStore
 
 MANIFEST = "manifest.json"
@@ -155,29 +155,29 @@ def build_snapshot(
     """Build every index from the doc store and publish it as the next version; returns the version."""
     index_dir.mkdir(parents=True, exist_ok=True)
     seq = docstore.seq()  # read first: the snapshot reflects at least this state
+    small_dim = min(small_dim, dim)
+    # Streamed from the doc store batch by batch: the only copies held are the indexes themselves (and
+    # the token ids, 4 bytes a token), so memory grows with the index and not with the work around it.
+    full_index = faiss.IndexFlatIP(dim)
+    small_index = faiss.IndexFlatIP(small_dim)
+    corpus = TokenIdCorpus()
     pid_parts: list[np.ndarray] = []
-    emb_parts: list[np.ndarray] = []
-    tokens: list[list[str]] = []
     for pids, texts, emb in docstore.iter_passages():
         pid_parts.append(pids)
-        emb_parts.append(emb)
-        tokens.extend(tokenize(texts))
+        full_index.add(emb)  # (n, d)
+        small_index.add(l2_normalize(emb[:, :small_dim]))  # (n, small_dim)
+        corpus.add(tokenize(texts))
     ids = np.concatenate(pid_parts) if pid_parts else np.empty(0, np.int64)
-    full = np.concatenate(emb_parts) if emb_parts else np.empty((0, dim), np.float32)  # (N, d)
-    small_dim = min(small_dim, dim)
 
     tmp = index_dir / f"tmp-{uuid.uuid4().hex}"
     tmp.mkdir()
     try:
-        full_index = faiss.IndexFlatIP(dim)
-        full_index.add(full)
-        small_index = faiss.IndexFlatIP(small_dim)
-        small_index.add(l2_normalize(full[:, :small_dim]))
         faiss.write_index(full_index, str(tmp / "dense-full.faiss"))
         faiss.write_index(small_index, str(tmp / "dense-small.faiss"))
+        del full_index, small_index  # freed before BM25 builds its matrix
         np.save(tmp / "dense.ids.npy", ids)
         (tmp / "bm25").mkdir()
-        BM25Index.build(tokens, ids, bm25_params).save(tmp / "bm25")
+        BM25Index.build(corpus, ids, bm25_params).save(tmp / "bm25")
         version = (current_version(index_dir) or 0) + 1
         manifest = {
             "version": version,

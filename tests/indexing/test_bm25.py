@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from rank_bm25 import BM25Okapi
 
-from indexing.bm25 import BM25Index, BM25Params, tokenize
+from indexing.bm25 import BM25Index, BM25Params, TokenIdCorpus, tokenize
 
 DOCS = ["the cat sat on the mat", "dogs are running in the park", "cats and dogs", "quantum physics of cats"]
 
@@ -42,6 +42,25 @@ def test_empty_index_and_large_k(tmp_path: Path) -> None:
     assert BM25Index.load(tmp_path).search([["cat"]], 5)[0][0].size == 0
     idx = BM25Index.build(tokenize(DOCS), np.arange(4), BM25Params())
     assert len(idx.search(tokenize(["cat"]), 1000)[0][0]) == 3
+
+
+@pytest.mark.parametrize("method", ["lucene", "okapi", "bm25+"])
+def test_stopword_only_passages_build_an_index_that_matches_nothing(tmp_path: Path, method: str) -> None:
+    idx = BM25Index.build(tokenize(["the a", "of the"]), np.arange(2), BM25Params(method=method))
+    idx.save(tmp_path)
+    assert BM25Index.load(tmp_path).search(tokenize(["the cat"]), 5)[0][0].size == 0
+
+
+def test_token_id_corpus_grown_in_batches_scores_like_one_list() -> None:
+    corpus = TokenIdCorpus()
+    corpus.add(tokenize(DOCS[:1]))
+    corpus.add(tokenize(DOCS[1:]))
+    assert len(corpus) == 4 and corpus[2] == [corpus.vocab["cat"], corpus.vocab["dog"]]
+    queries = tokenize(["cat", "dog park"])
+    batched = BM25Index.build(corpus, np.arange(4), BM25Params()).search(queries, 4)
+    whole = BM25Index.build(tokenize(DOCS), np.arange(4), BM25Params()).search(queries, 4)
+    for (a_ids, a_s), (b_ids, b_s) in zip(batched, whole, strict=True):
+        assert np.array_equal(a_ids, b_ids) and np.allclose(a_s, b_s)
 
 
 def test_params_are_validated() -> None:
