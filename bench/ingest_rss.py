@@ -105,6 +105,8 @@ def main(argv: list[str] | None = None) -> None:
     for r in runs:
         r["working_mb"] = round(r["peak_rss_mb"] - r["rss_after_model_load_mb"], 1)
         r["working_mb_per_100k_docs"] = round(r["working_mb"] / r["docs"] * 100_000, 1)
+        # What the ingest needs beside the index it builds: flat if batches are bounded.
+        r["working_minus_index_mb"] = round(r["working_mb"] - r["index_mb"], 1)
     write_result(args.out, {"runs": runs, "job_docs": JOB_DOCS, "machine": machine(), "command": command()})
 
 

@@ -59,6 +59,12 @@ class Metrics:
         self.search_queries = Counter(
             "vela_search_queries_total", "queries searched", ["mode", "dim"], registry=self.registry
         )
+        self.encoder_batch = Histogram(
+            "vela_query_encoder_batch_texts",
+            "queries per micro-batched encoder pass",
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128),
+            registry=self.registry,
+        )
         self.registry.register(IndexSizeCollector(collections))
 
     async def middleware(self, request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:

@@ -10,7 +10,7 @@ from typing import Any, Literal
 import numpy as np
 
 from indexing.collection import Collection
-from models import Embedder
+from service.batching import QueryEncoder
 from service.fusion import reciprocal_rank_fusion
 
 Mode = Literal["dense", "bm25", "hybrid"]
@@ -87,7 +87,7 @@ def _ranked_units(
 def search_batch(
     *,
     collection: Collection,
-    embedder: Embedder | None,
+    embedder: QueryEncoder | None,
     queries: Sequence[str],
     k: int = 10,
     mode: Mode = "hybrid",

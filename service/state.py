@@ -12,6 +12,7 @@ from indexing.jobs import JobStore
 from indexing.queue import InProcessQueue, JobQueue
 from indexing.redis_queue import RedisJobQueue
 from models import EmbedderCache
+from service.batching import QueryEncoders
 from service.metrics import Metrics
 from service.settings import Settings
 
@@ -25,6 +26,7 @@ class AppState:
     jobs: JobStore
     queue: JobQueue
     embedders: EmbedderCache
+    query_encoders: QueryEncoders
     metrics: Metrics
     ready: bool = False
 
@@ -51,14 +53,21 @@ def build_state(settings: Settings) -> AppState:
         queue = RedisJobQueue(settings.redis_url, stream=settings.queue_stream)
     else:
         queue = InProcessQueue(jobs, run)
-    return AppState(settings, collections, jobs, queue, embedders, Metrics(collections))
+    metrics = Metrics(collections)
+    encoders = QueryEncoders(
+        embedders,
+        max_batch=settings.query_batch_max,
+        max_wait_ms=settings.query_batch_wait_ms,
+        on_batch=metrics.encoder_batch.observe,
+    )
+    return AppState(settings, collections, jobs, queue, embedders, encoders, metrics)
 
 
 def start(state: AppState) -> None:
     """Load the default embedder, compile the BM25 kernels, check every collection against its doc store,
     start the queue. /readyz answers 503 until this is done, so no user query pays a cold start."""
     log.info("loading embedder", extra={"embedder": state.settings.embedder})
-    state.embedders.get(state.settings.embedder).encode_queries(["warm up"])
+    state.query_encoders.get(state.settings.embedder).encode_queries(["warm up"])
     warm_up_bm25()
     for name in state.collections.names():
         outcome = state.collections.get(name).check_consistency()
@@ -76,3 +85,4 @@ def start(state: AppState) -> None:
 def stop(state: AppState) -> None:
     state.ready = False
     state.queue.stop()
+    state.query_encoders.stop()

@@ -50,7 +50,7 @@ async def _run(state: AppState, opts: SearchOptions, queries: list[str]) -> list
         coll = state.collections.get(opts.collection)
     except CollectionNotFound as exc:
         raise ApiError(404, "collection_not_found", f"no collection named {opts.collection!r}") from exc
-    embedder = state.embedders.get(coll.settings.embedder) if opts.mode != "bm25" else None
+    embedder = state.query_encoders.get(coll.settings.embedder) if opts.mode != "bm25" else None
     start = time.perf_counter()
     # Encoding and index scans are CPU work: keep them off the event loop.
     results = await run_in_threadpool(
