@@ -63,6 +63,7 @@ BENCHES: dict[str, tuple[str, str]] = {
     "ingest": ("bench.ingest", "end-to-end ingest vs the bare encoder"),
     "ingest-latency": ("bench.ingest_latency", "search p99 while a large ingest runs vs idle"),
     "ingest-rss": ("bench.ingest_rss", "peak RSS of large ingests"),
+    "onnx": ("bench.onnx_parity", "ONNX int8 encoder vs torch: cosine and latency"),
 }
 
 

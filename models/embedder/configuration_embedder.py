@@ -1,4 +1,4 @@
-"""How an encoder turns text into one vector: pooling, prefixes, length, normalisation.
+"""How an encoder turns text into one vector: pooling, prefixes, length, normalisation, and what runs it.
 
 Saved beside the weights as `vela_embedder.json`. For a plain sentence-transformers directory (such as the
 packaged all-MiniLM-L6-v2) the same facts are read from its own files, so nothing is hard-coded.
@@ -14,6 +14,8 @@ from typing import Any
 
 CONFIG_NAME = "vela_embedder.json"
 POOLINGS = ("mean", "cls", "last")
+# What runs the transformer: torch (training, GPU, bf16) or an exported ONNX graph (CPU, optionally int8).
+BACKENDS = ("torch", "onnx")
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,8 @@ class EmbedderConfig:
     max_length: int = 256
     # Matryoshka prefix dims the model was trained for (empty: not trained for it; truncation still works).
     matryoshka_dims: tuple[int, ...] = field(default_factory=tuple)
+    # Configs written before this field existed have no `backend` key and load as torch.
+    backend: str = "torch"
 
     def __post_init__(self) -> None:
         if self.pooling not in POOLINGS:
@@ -33,6 +37,8 @@ class EmbedderConfig:
             raise ValueError(f"max_length must be in [8, 32768], got {self.max_length}")
         if any(d <= 0 for d in self.matryoshka_dims):
             raise ValueError(f"matryoshka_dims must be positive, got {self.matryoshka_dims}")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -1,10 +1,14 @@
-"""A bi-encoder over any Hugging Face encoder: tokenise, forward, pool, normalise."""
+"""A bi-encoder over any Hugging Face encoder: tokenise, forward, pool, normalise.
+
+`Embedder` runs the transformer in torch. The forward pass is one hook, `_last_hidden_state`, so other
+backends (`OnnxEmbedder`) reuse the tokenisation, batching, pooling and normalisation here unchanged.
+"""
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -16,8 +20,30 @@ from models.embedder.configuration_embedder import EmbedderConfig
 PRECISIONS = ("fp32", "bf16")
 
 
+def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, config: EmbedderConfig) -> torch.Tensor:
+    """One vector per text from the token states, as the config says (pooling, then normalisation)."""
+    hidden = hidden.float()  # (B, L, d)
+    attention_mask = attention_mask.to(hidden.device)  # (B, L)
+    mask = attention_mask.unsqueeze(-1).to(hidden.dtype)  # (B, L, 1)
+    if config.pooling == "mean":
+        pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)  # (B, d)
+    elif config.pooling == "cls":
+        pooled = hidden[:, 0]  # (B, d)
+    else:
+        # Last non-padding token; right padding assumed (the tokenizer default for encoders).
+        last = attention_mask.sum(1) - 1  # (B,)
+        pooled = hidden[torch.arange(hidden.size(0), device=hidden.device), last]  # (B, d)
+    if config.normalize:
+        pooled = torch.nn.functional.normalize(pooled, dim=-1)
+    return pooled
+
+
 class Embedder:
-    """Encodes queries and documents into float32 vectors (unit length when the config says so)."""
+    """Encodes queries and documents into float32 vectors (unit length when the config says so).
+
+    `from_dir` returns the backend the directory's `vela_embedder.json` names: this class for torch, an
+    `OnnxEmbedder` (same interface, no `.model`) for onnx.
+    """
 
     def __init__(
         self,
@@ -32,12 +58,35 @@ class Embedder:
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
         self.model = model.eval().to(device)
+        self._setup(
+            tokenizer,
+            config,
+            dim=int(model.config.hidden_size),
+            max_positions=getattr(model.config, "max_position_embeddings", None),
+            name=name,
+            device=device,
+            precision=precision,
+        )
+
+    def _setup(
+        self,
+        tokenizer: PreTrainedTokenizerBase,
+        config: EmbedderConfig,
+        *,
+        dim: int,
+        max_positions: int | None,
+        name: str,
+        device: str,
+        precision: str,
+    ) -> None:
+        """State every backend shares; each backend's __init__ calls it."""
         self.tokenizer = tokenizer
         self.config = config
         self.name = name
         self.device = device
         self.precision = precision
-        self.dim = int(model.config.hidden_size)
+        self.dim = dim
+        self._max_positions = int(max_positions) if max_positions else config.max_length
         # The tokenizers library is not safe to call from several threads at once on one object.
         self._tok_lock = threading.Lock()
 
@@ -45,6 +94,11 @@ class Embedder:
     def from_dir(cls, model_dir: str | os.PathLike[str], *, device: str = "cpu", precision: str = "fp32") -> Embedder:
         root = Path(model_dir)
         config = EmbedderConfig.from_dir(root)
+        if config.backend == "onnx":
+            # Imported here so that torch-only deployments never import onnxruntime.
+            from models.embedder.onnx_embedder import OnnxEmbedder
+
+            return OnnxEmbedder.from_dir(root, device=device, precision=precision)
         tokenizer = AutoTokenizer.from_pretrained(root, local_files_only=True)
         model = AutoModel.from_pretrained(root, local_files_only=True)
         return cls(model, tokenizer, config, name=str(root), device=device, precision=precision)
@@ -52,8 +106,7 @@ class Embedder:
     @property
     def max_tokens(self) -> int:
         """Longest input the model reads, in tokens (special tokens included)."""
-        limit = getattr(self.model.config, "max_position_embeddings", self.config.max_length)
-        return min(self.config.max_length, int(limit))
+        return min(self.config.max_length, self._max_positions)
 
     def encode_queries(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
         return self._encode([self.config.query_prefix + t for t in texts], batch_size)
@@ -76,20 +129,12 @@ class Embedder:
             batch = self.tokenizer(
                 texts, padding=True, truncation=True, max_length=self.max_tokens, return_tensors="pt"
             )
-        batch = {k: v.to(self.device) for k, v in batch.items()}
+        hidden = self._last_hidden_state(batch)  # (B, L, d)
+        return pool(hidden, batch["attention_mask"], self.config).cpu().numpy()  # (B, d)
+
+    def _last_hidden_state(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """The backend hook: token states (B, L, d) for a tokenised batch (CPU tensors)."""
+        inputs = {k: v.to(self.device) for k, v in batch.items()}
         dtype = torch.bfloat16 if self.precision == "bf16" else torch.float32
         with torch.autocast(self.device.split(":")[0], dtype=dtype, enabled=self.precision == "bf16"):
-            hidden = self.model(**batch).last_hidden_state  # (B, L, d)
-        hidden = hidden.float()
-        mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)  # (B, L, 1)
-        if self.config.pooling == "mean":
-            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)  # (B, d)
-        elif self.config.pooling == "cls":
-            pooled = hidden[:, 0]  # (B, d)
-        else:
-            # Last non-padding token; right padding assumed (the tokenizer default for encoders).
-            last = batch["attention_mask"].sum(1) - 1  # (B,)
-            pooled = hidden[torch.arange(hidden.size(0)), last]  # (B, d)
-        if self.config.normalize:
-            pooled = torch.nn.functional.normalize(pooled, dim=-1)
-        return pooled.cpu().numpy()
+            return self.model(**inputs).last_hidden_state  # (B, L, d)

@@ -1,0 +1,100 @@
+"""The Embedder interface over an exported ONNX graph, run by ONNX Runtime on the CPU.
+
+A directory made by `vela export-onnx` holds `model.onnx` (input_ids, attention_mask and, where the model
+uses them, token_type_ids -> last_hidden_state), the tokenizer, the HF config.json and a
+`vela_embedder.json` with `"backend": "onnx"`. Only the transformer runs in ONNX Runtime: tokenisation,
+pooling and normalisation are the torch Embedder's own code, so both backends embed alike.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import torch
+from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase
+
+from models.embedder.configuration_embedder import EmbedderConfig
+from models.embedder.modeling_embedder import Embedder
+
+log = logging.getLogger("vela.embedder")
+
+MODEL_FILE = "model.onnx"
+OUTPUT_NAME = "last_hidden_state"
+# Custom metadata key in model.onnx: "int8" (dynamic quantization) or "fp32"; it becomes `precision`.
+PRECISION_KEY = "vela_precision"
+
+
+class OnnxEmbedder(Embedder):
+    """Same public interface as Embedder; `session` (an onnxruntime InferenceSession) replaces `model`.
+
+    InferenceSession.run is thread-safe, so concurrent encode calls need no lock beyond the tokenizer's.
+    Always on the CPU: the device and bf16 precision asked of the torch backend do not apply.
+    """
+
+    def __init__(
+        self,
+        session: ort.InferenceSession,
+        tokenizer: PreTrainedTokenizerBase,
+        config: EmbedderConfig,
+        *,
+        dim: int,
+        max_positions: int | None,
+        name: str,
+    ) -> None:
+        self.session = session
+        self._input_names = [i.name for i in session.get_inputs()]
+        meta = session.get_modelmeta().custom_metadata_map
+        self._setup(
+            tokenizer,
+            config,
+            dim=dim,
+            max_positions=max_positions,
+            name=name,
+            device="cpu",
+            precision=meta.get(PRECISION_KEY, "fp32"),
+        )
+
+    @classmethod
+    def from_dir(
+        cls, model_dir: str | os.PathLike[str], *, device: str = "cpu", precision: str = "fp32"
+    ) -> OnnxEmbedder:
+        root = Path(model_dir)
+        config = EmbedderConfig.from_dir(root)
+        model_file = root / MODEL_FILE
+        if config.backend != "onnx" or not model_file.is_file():
+            raise FileNotFoundError(f"{root} is not an ONNX embedder (make one with `vela export-onnx`)")
+        if device != "cpu" or precision != "fp32":
+            log.warning(
+                "ONNX embedders run on the CPU with their exported weights; device and precision are ignored",
+                extra={"embedder": str(root), "device": device, "precision": precision},
+            )
+        hf_config = AutoConfig.from_pretrained(root, local_files_only=True)
+        opts = ort.SessionOptions()
+        # ONNX Runtime's default is one thread per physical core, as torch's is; following torch keeps any
+        # cap the process set (`vela worker` applies VELA_WORKER_THREADS through torch.set_num_threads).
+        opts.intra_op_num_threads = torch.get_num_threads()
+        # Idle pool threads sleep instead of spinning: spinning kept the CPU from whatever ran next in the
+        # process (torch, FAISS's OpenMP); on 2 cores a torch query next to a spinning session took 25 ms
+        # instead of 12, while no spinning costs this session about 1 ms per single-query encode.
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        session = ort.InferenceSession(str(model_file), sess_options=opts, providers=["CPUExecutionProvider"])
+        tokenizer = AutoTokenizer.from_pretrained(root, local_files_only=True)
+        return cls(
+            session,
+            tokenizer,
+            config,
+            dim=int(hf_config.hidden_size),
+            max_positions=getattr(hf_config, "max_position_embeddings", None),
+            name=str(root),
+        )
+
+    def _last_hidden_state(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        ids = batch["input_ids"].numpy()  # (B, L) int64
+        feeds = {n: batch[n].numpy() if n in batch else np.zeros_like(ids) for n in self._input_names}
+        (hidden,) = self.session.run([OUTPUT_NAME], feeds)  # (B, L, d)
+        return torch.from_numpy(hidden)
