@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import platform
@@ -10,8 +11,10 @@ import shlex
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -85,22 +88,29 @@ def percentiles(latencies_s: list[float]) -> dict[str, float]:
 async def closed_loop(
     base: str, make_body: Callable[[int], dict[str, Any]], *, concurrency: int, until: Callable[[], bool]
 ) -> tuple[list[float], float]:
-    """`concurrency` clients each send a request as soon as their last one answered, until `until()`."""
+    """`concurrency` clients each send a request as soon as their last one answered, until `until()`.
+
+    Each client is a thread with its own keep-alive `httpx.Client`: the sync client costs about a third of
+    the asyncio one per request (2.2 vs 5.2 ms for a 0.4 ms BM25 search here), so the driver, which
+    shares the machine with the server, adds less to what it measures. Awaitable, for the callers' sake.
+    """
     latencies: list[float] = []
-    counter = 0
-    start = time.perf_counter()
+    counter = itertools.count()
+    lock = threading.Lock()
 
-    async def client_loop() -> None:
-        nonlocal counter
-        async with httpx.AsyncClient(base_url=base, timeout=60) as client:
+    def client_loop() -> None:
+        with httpx.Client(base_url=base, timeout=60) as client:
             while not until():
-                counter += 1
+                body = make_body(next(counter))
                 t0 = time.perf_counter()
-                r = await client.post("/search", json=make_body(counter))
+                r = client.post("/search", json=body)
                 r.raise_for_status()
-                latencies.append(time.perf_counter() - t0)
+                with lock:
+                    latencies.append(time.perf_counter() - t0)
 
-    await asyncio.gather(*(client_loop() for _ in range(concurrency)))
+    start = time.perf_counter()
+    with ThreadPoolExecutor(concurrency) as pool:
+        await asyncio.gather(*(asyncio.wrap_future(pool.submit(client_loop)) for _ in range(concurrency)))
     return latencies, time.perf_counter() - start
 
 

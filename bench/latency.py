@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -63,25 +62,26 @@ def server(data_dir: Path, extra_env: dict[str, str] | None = None) -> Iterator[
         proc.wait(60)
 
 
-def scifact_data_dir() -> Path:
-    """SciFact's whole corpus, ingested through the API once; later runs reuse the data directory."""
-    data_dir = CACHE / "scifact-data"
+def scifact_data_dir(embedder: str) -> Path:
+    """SciFact's whole corpus, ingested through the API once per embedder; later runs reuse the data."""
+    tag = "default" if embedder == "default" else Path(embedder).name
+    data_dir = CACHE / ("scifact-data" if tag == "default" else f"scifact-data-{tag}")
     if (data_dir / "collections" / "scifact" / "index" / "CURRENT").exists():
         return data_dir
     docs = [{"id": d["_id"], "title": d["title"], "text": d["text"]} for d in _jsonl(BEIR / "scifact/corpus.jsonl")]
     with server(data_dir) as base, httpx.Client(base_url=base, timeout=120) as client:
-        r = client.post("/index", json={"collection": "scifact", "documents": docs})
+        r = client.post("/index", json={"collection": "scifact", "documents": docs, "embedder": embedder})
         r.raise_for_status()
         (job,) = wait_jobs(client, [r.json()["job_id"]])
         assert job["status"] == "succeeded", job
     return data_dir
 
 
-def encoder_p50_ms(queries: list[str], n: int = 200) -> float:
+def encoder_p50_ms(name: str, queries: list[str], n: int = 200) -> float:
     """The bare query encoder, one query per forward pass: the floor under every dense request."""
     from models import EmbedderCache
 
-    embedder = EmbedderCache().get(os.environ.get("VELA_EMBEDDER", "default"))
+    embedder = EmbedderCache().get(name)
     for q in queries[:10]:
         embedder.encode_queries([q])
     times = []
@@ -139,24 +139,29 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--concurrency", default="1,8,32", help="comma-separated closed-loop concurrencies")
     ap.add_argument("--seconds", type=float, default=10, help="measured seconds per setting")
     ap.add_argument("--large", action="store_true", help="also the >=100k-passage collection (bench.large_corpus)")
+    ap.add_argument(
+        "--embedder", default="default", help="'default' or an embedder directory (e.g. a `vela export-onnx` one)"
+    )
     ap.add_argument("--out", type=Path, default=REPO / "bench/results/latency.json")
     args = ap.parse_args(argv)
     concurrencies = [int(c) for c in args.concurrency.split(",")]
     queries = [q["text"] for q in _jsonl(BEIR / "scifact/queries.jsonl")]
 
-    data_dir = scifact_data_dir()
-    encoder_ms = encoder_p50_ms(queries)
+    embedder = args.embedder if args.embedder == "default" else str(Path(args.embedder).resolve())
+    data_dir = scifact_data_dir(embedder)
+    encoder_ms = encoder_p50_ms(embedder, queries)
     out: dict[str, Any] = {
         **run_collection(data_dir, "scifact", queries, concurrencies, args.seconds),
         "encoder_p50_ms": encoder_ms,
         "seconds_per_setting": args.seconds,
+        "embedder": args.embedder,
     }
     if args.large:
-        from bench.large_corpus import build_collection, large_queries
+        from bench.large_corpus import build_collection, query_texts
 
         large_dir = CACHE / "large-data"
         name = build_collection(large_dir)
-        out["large"] = run_collection(large_dir, name, large_queries(), concurrencies, args.seconds)
+        out["large"] = run_collection(large_dir, name, query_texts(), concurrencies, args.seconds)
     out.update(machine=machine(), command=command())
     write_result(args.out, out)
 

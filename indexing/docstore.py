@@ -168,6 +168,14 @@ class DocStore:
         keys = [int(p) for p in pids]
         return dict(self._select_in("SELECT pid, doc_id FROM passages WHERE pid IN ({marks})", keys))
 
+    def passage_doc_numbers(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every passage id, ascending, with its document's row number: (pids (P,), doc numbers (P,))."""
+        rows = self._conn().execute(
+            "SELECT p.pid, d.rowid FROM passages p JOIN documents d ON d.doc_id = p.doc_id ORDER BY p.pid"
+        ).fetchall()
+        table = np.asarray(rows, dtype=np.int64).reshape(-1, 2)  # (P, 2)
+        return table[:, 0].copy(), table[:, 1].copy()
+
     def passages(self, pids: Sequence[int]) -> dict[int, PassageHit]:
         """The passages that still exist, with their document's title and metadata."""
         rows = self._select_in(

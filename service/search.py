@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -10,6 +12,7 @@ from typing import Any, Literal
 import numpy as np
 
 from indexing.collection import Collection
+from indexing.snapshot import IndexSnapshot
 from service.batching import QueryEncoder
 from service.fusion import reciprocal_rank_fusion
 
@@ -40,6 +43,41 @@ class SearchResult:
     took_ms: float
 
 
+PassageDocs = Callable[[np.ndarray], Mapping[int, Any]]  # passage ids -> {pid: document key}, existing only
+
+
+class _DocNumbers:
+    """Passage -> document in memory, loaded once per published snapshot: grouping a hybrid query's
+    hundreds of passages by document then costs a binary search instead of SQLite round trips."""
+
+    def __init__(self, pids: np.ndarray, docs: np.ndarray) -> None:
+        self.pids = pids  # (P,) ascending
+        self.docs = docs  # (P,)
+
+    def __call__(self, pids: np.ndarray) -> dict[int, int]:
+        pids = np.asarray(pids, dtype=np.int64)
+        pos = np.minimum(np.searchsorted(self.pids, pids), max(len(self.pids) - 1, 0))  # (n,)
+        found = self.pids[pos] == pids if len(self.pids) else np.zeros(len(pids), bool)
+        return dict(zip(pids[found].tolist(), self.docs[pos[found]].tolist(), strict=True))
+
+
+# id(snapshot) -> (a weak reference to it, its table): the table lives as long as the snapshot is in use.
+_doc_numbers: dict[int, tuple[weakref.ref[IndexSnapshot], _DocNumbers]] = {}
+_doc_numbers_lock = threading.Lock()
+
+
+def _fast_passage_docs(coll: Collection, snap: IndexSnapshot) -> PassageDocs:
+    with _doc_numbers_lock:
+        entry = _doc_numbers.get(id(snap))
+        if entry is not None and entry[0]() is snap:
+            return entry[1]
+        for key in [key for key, (ref, _) in _doc_numbers.items() if ref() is None]:
+            del _doc_numbers[key]  # snapshots replaced by newer versions
+        table = _DocNumbers(*coll.docstore.passage_doc_numbers())
+        _doc_numbers[id(snap)] = (weakref.ref(snap), table)
+        return table
+
+
 def _group(
     lists: Sequence[tuple[np.ndarray, np.ndarray]], pid_docs: Mapping[int, str], group_by_doc: bool, n: int
 ) -> list[Ranked]:
@@ -65,7 +103,7 @@ def _group(
 
 
 def _ranked_units(
-    coll: Collection,
+    passage_docs: PassageDocs,
     search: Callable[[int], list[tuple[np.ndarray, np.ndarray]]],
     total: int,
     n: int,
@@ -76,12 +114,33 @@ def _ranked_units(
     while True:
         lists = search(fetch)
         all_pids = np.unique(np.concatenate([p for p, _ in lists])) if lists else np.empty(0, np.int64)
-        pid_docs = coll.docstore.passage_docs(all_pids.tolist())
+        pid_docs = passage_docs(all_pids)
         ranked = _group(lists, pid_docs, group_by_doc, n)
         short = any(len(r) < n and len(p) == fetch for r, (p, _) in zip(ranked, lists, strict=True))
         if not short or fetch >= total:
             return ranked
         fetch = min(total, fetch * 4)
+
+
+def _fuse(
+    per_run: dict[str, Ranked],
+    mode: Mode,
+    k: int,
+    rrf_k: int,
+    depth: int,
+    weights: Mapping[str, float] | None,
+) -> tuple[Ranked, dict[str, dict[Any, int]]]:
+    """One query's top k, and each unit's rank in each run."""
+    ranks = {name: {key: i + 1 for i, (key, _, _) in enumerate(r)} for name, r in per_run.items()}
+    if mode != "hybrid":
+        return per_run[mode][:k], ranks
+    rep = {}  # the passage shown for a fused unit: its best dense passage, else its best BM25 one
+    for name in ("bm25", "dense"):
+        rep.update({key: pid for key, _, pid in per_run[name]})
+    fused = reciprocal_rank_fusion(
+        {name: [key for key, _, _ in r] for name, r in per_run.items()}, k=rrf_k, depth=depth, weights=weights
+    )
+    return [(key, score, rep[key]) for key, score in fused[:k]], ranks
 
 
 def search_batch(
@@ -102,45 +161,43 @@ def search_batch(
     t0 = time.perf_counter()
     snap = collection.snapshot()
     n = max(k, depth) if mode == "hybrid" else k
-    runs: dict[str, list[Ranked]] = {}
+    qv = None
     if mode in ("dense", "hybrid"):
         if embedder is None:
             raise ValueError("dense search needs the collection's embedder")
         qv = embedder.encode_queries(list(queries))  # (nq, d)
-        index_dim = "full" if dim == "full" else "small"
-        factor = RESCORE_FACTOR if rescore else 0
-        runs["dense"] = _ranked_units(
-            collection,
-            lambda f: snap.search_dense(qv, f, dim=index_dim, rescore_factor=factor),
-            snap.passages,
-            n,
-            group_by_doc,
-        )
-    if mode in ("bm25", "hybrid"):
-        texts = list(queries)
-        runs["bm25"] = _ranked_units(collection, lambda f: snap.search_bm25(texts, f), snap.passages, n, group_by_doc)
 
-    results: list[tuple[Ranked, dict[str, dict[Any, int]]]] = []
-    for qi in range(len(queries)):
-        per_run = {name: r[qi] for name, r in runs.items()}
-        ranks = {name: {key: i + 1 for i, (key, _, _) in enumerate(r)} for name, r in per_run.items()}
-        if mode == "hybrid":
-            rep = {}  # the passage shown for a fused unit: its best dense passage, else its best BM25 one
-            for name in ("bm25", "dense"):
-                rep.update({key: pid for key, _, pid in per_run[name]})
-            fused = reciprocal_rank_fusion(
-                {name: [key for key, _, _ in r] for name, r in per_run.items()},
-                k=rrf_k,
-                depth=depth,
-                weights=weights,
+    def rank(passage_docs: PassageDocs) -> list[tuple[Ranked, dict[str, dict[Any, int]]]]:
+        runs: dict[str, list[Ranked]] = {}
+        if qv is not None:
+            index_dim = "full" if dim == "full" else "small"
+            factor = RESCORE_FACTOR if rescore else 0
+            runs["dense"] = _ranked_units(
+                passage_docs,
+                lambda f: snap.search_dense(qv, f, dim=index_dim, rescore_factor=factor),
+                snap.passages,
+                n,
+                group_by_doc,
             )
-            top: Ranked = [(key, score, rep[key]) for key, score in fused[:k]]
-        else:
-            top = per_run[mode][:k]
-        results.append((top, ranks))
+        if mode in ("bm25", "hybrid"):
+            texts = list(queries)
+            search = lambda f: snap.search_bm25(texts, f)  # noqa: E731
+            runs["bm25"] = _ranked_units(passage_docs, search, snap.passages, n, group_by_doc)
+        return [
+            _fuse({name: r[qi] for name, r in runs.items()}, mode, k, rrf_k, depth, weights)
+            for qi in range(len(queries))
+        ]
 
+    # Fast: passages grouped by an in-memory table of the snapshot. A document deleted or replaced since
+    # the snapshot was published can still rank there; hydration finds it gone, and only then the exact
+    # path runs, with every passage checked against the doc store.
+    results = rank(_fast_passage_docs(collection, snap))
     pids = [pid for top, _ in results for _, _, pid in top]
     passages = collection.docstore.passages(pids)
+    if len(passages) < len(set(pids)):
+        results = rank(lambda pids: collection.docstore.passage_docs(pids.tolist()))
+        pids = [pid for top, _ in results for _, _, pid in top]
+        passages = collection.docstore.passages(pids)
     took_ms = (time.perf_counter() - t0) * 1000.0
     out = []
     for top, ranks in results:
