@@ -51,6 +51,7 @@ def get_or_create_collection(*, state: AppState, name: str, embedder: str | None
         small_dim=s.small_dim,
         chunking=ChunkingParams(max_tokens=s.chunk_tokens, overlap=s.chunk_overlap),
         bm25=BM25Params(method=s.bm25_method, k1=s.bm25_k1, b=s.bm25_b),
+        dense_index=s.dense_index_params(),
     )
     return state.collections.create(settings)
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
-from fastapi import Depends, FastAPI, Request, Response
+from fastapi import Depends, FastAPI
 from fastapi.concurrency import run_in_threadpool
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service.api.routes import collections, health, index, jobs, search
 from service.deps import require_api_key
@@ -16,6 +18,16 @@ from service.settings import Settings
 from service.state import build_state, start, stop
 
 log = logging.getLogger("vela.service")
+
+
+class _Wrap:
+    """Adapts a function `factory(app) -> app` to Starlette's `add_middleware(cls, **options)`."""
+
+    def __init__(self, app: ASGIApp, factory: Callable[[ASGIApp], ASGIApp]) -> None:
+        self.app = factory(app)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.app(scope, receive, send)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -39,16 +51,23 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.vela = state
 
-    @app.middleware("http")
-    async def limit_body(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        length = request.headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > settings.max_request_bytes:
-            return error_response(
-                413, "payload_too_large", f"request body over {settings.max_request_bytes} bytes: split it"
-            )
-        return await call_next(request)
+    def limit_body(inner: ASGIApp) -> ASGIApp:
+        """Refuses a declared body over the limit before reading it (pure ASGI: no per-request task)."""
 
-    app.middleware("http")(state.metrics.middleware)
+        async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] == "http":
+                length = Headers(scope=scope).get("content-length")
+                if length is not None and length.isdigit() and int(length) > settings.max_request_bytes:
+                    message = f"request body over {settings.max_request_bytes} bytes: split it"
+                    await error_response(413, "payload_too_large", message)(scope, receive, send)
+                    return
+            await inner(scope, receive, send)
+
+        return middleware
+
+    # Starlette wraps middleware in reverse order of adding: metrics outermost, so it sees the 413s too.
+    app.add_middleware(_Wrap, factory=limit_body)
+    app.add_middleware(_Wrap, factory=state.metrics.asgi)
     install_error_handlers(app)
     secured = [Depends(require_api_key)]
     for router in (index.router, jobs.router, collections.router, search.router):

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 
-from fastapi import Request, Response
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from indexing.collection import CollectionStore
 
@@ -67,16 +67,30 @@ class Metrics:
         )
         self.registry.register(IndexSizeCollector(collections))
 
-    async def middleware(self, request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        start = time.perf_counter()
-        status = 500
-        try:
-            response = await call_next(request)
-            status = response.status_code
-            return response
-        finally:
-            route = request.scope.get("route")
-            # The route template, not the raw path, keeps label cardinality bounded.
-            path = getattr(route, "path", "unmatched")
-            self.requests.labels(path, request.method, str(status)).inc()
-            self.latency.labels(path, request.method).observe(time.perf_counter() - start)
+    def asgi(self, app: ASGIApp) -> ASGIApp:
+        """Pure ASGI middleware (no BaseHTTPMiddleware task and stream per request): counts and times
+        every HTTP request by its route template."""
+
+        async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] != "http":
+                await app(scope, receive, send)
+                return
+            start = time.perf_counter()
+            status = 500
+
+            async def send_status(message: Message) -> None:
+                nonlocal status
+                if message["type"] == "http.response.start":
+                    status = int(message["status"])
+                await send(message)
+
+            try:
+                await app(scope, receive, send_status)
+            finally:
+                # The route template, not the raw path, keeps label cardinality bounded (the router has
+                # put the matched route into the scope by now).
+                path = getattr(scope.get("route"), "path", "unmatched")
+                self.requests.labels(path, scope["method"], str(status)).inc()
+                self.latency.labels(path, scope["method"]).observe(time.perf_counter() - start)
+
+        return middleware
