@@ -6,7 +6,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from indexing.chunking import chunk_text
@@ -58,7 +58,7 @@ def run_job(
     jobs: JobStore,
     collections: CollectionStore,
     embedders: EmbedderCache,
-    batch_size: int = 64,
+    batch_size: int = 256,
     commit_interval_s: float = 60.0,
     on_progress: Callable[[int, int], None] | None = None,
     worker: str = "in-process",
@@ -87,6 +87,26 @@ def run_job(
         return JobStatus.FAILED
 
 
+BATCH_CHARS = 256 * 1024  # text per batch at most (~300 full passages: seconds of encoding, well inside
+# VELA_CLAIM_IDLE_S between heartbeats); one longer document makes a batch of its own
+
+
+def _batches(payload: list[Any], max_docs: int, max_chars: int) -> Iterator[list[Any]]:
+    """Consecutive slices of at most max_docs documents and about max_chars of text. Big batches let the
+    encoder sort passages by length and pad little; the character cap keeps memory bounded."""
+    batch: list[Any] = []
+    chars = 0
+    for doc in payload:
+        size = len(doc["text"]) + len(doc.get("title") or "")
+        if batch and (len(batch) == max_docs or chars + size > max_chars):
+            yield batch
+            batch, chars = [], 0
+        batch.append(doc)
+        chars += size
+    if batch:
+        yield batch
+
+
 def _run_batches(
     job_id: str,
     kind: JobKind,
@@ -105,10 +125,9 @@ def _run_batches(
     embedder = embedders.get(coll.settings.embedder)
     last_commit = time.monotonic()
     done = 0
-    for start in range(0, len(payload), batch_size):
+    for batch in _batches(payload, batch_size, BATCH_CHARS):
         if jobs.cancel_requested(job_id):
             return JobStatus.CANCELLED  # work so far stays: every finished batch is a consistent state
-        batch = payload[start : start + batch_size]
         stored = coll.docstore.content_hashes([d["id"] for d in batch])
         changed = [d for d in batch if stored.get(d["id"]) != content_hash(d, coll.settings.chunking)]
         if changed:

@@ -7,6 +7,8 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from indexing.dense import DenseIndexParams
+
 
 class IndexingSettings(BaseSettings):
     """What `vela worker` reads from VELA_* variables; the API's Settings extend it."""
@@ -18,7 +20,7 @@ class IndexingSettings(BaseSettings):
     device: str = "cpu"
     precision: str = Field("fp32", pattern="^(fp32|bf16)$")
     log_level: str = "INFO"
-    ingest_batch_size: int = Field(64, ge=1)
+    ingest_batch_size: int = Field(256, ge=1, description="documents per ingest batch (and per progress step)")
     commit_interval_s: float = Field(60.0, gt=0, description="a long ingest publishes its progress this often")
     redis_url: str | None = Field(None, description="redis://host:port/db; unset: the in-process queue")
     queue_stream: str = Field("vela:jobs", description="Redis stream the jobs go through")
@@ -26,3 +28,18 @@ class IndexingSettings(BaseSettings):
     worker_nice: int = Field(10, ge=0, le=19, description="`vela worker` runs at this lower CPU priority")
     worker_threads: int = Field(0, ge=0, description="torch threads of `vela worker` (0: torch's default)")
     claim_idle_s: float = Field(60.0, gt=0, description="a job silent this long is taken over by another worker")
+    # Dense index of new collections (see indexing/dense.py): "auto" is flat below hnsw_threshold passages.
+    dense_index: str = Field("auto", pattern="^(auto|flat|hnsw)$", description="auto, flat or hnsw")
+    hnsw_threshold: int = Field(100_000, ge=0, description="passages from which 'auto' builds HNSW")
+    hnsw_m: int = Field(32, ge=4, le=256, description="HNSW graph neighbours per node")
+    hnsw_ef_construction: int = Field(200, ge=1, description="HNSW candidate list while building")
+    hnsw_ef_search: int = Field(128, ge=1, description="HNSW candidate list while searching")
+
+    def dense_index_params(self) -> DenseIndexParams:
+        return DenseIndexParams(
+            kind=self.dense_index,
+            hnsw_threshold=self.hnsw_threshold,
+            hnsw_m=self.hnsw_m,
+            ef_construction=self.hnsw_ef_construction,
+            ef_search=self.hnsw_ef_search,
+        )

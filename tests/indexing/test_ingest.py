@@ -103,3 +103,12 @@ def test_collection_names_are_validated(store: CollectionStore, settings: Collec
     for bad in ("", "../x", "a/b", ".hidden", "x" * 65):
         with pytest.raises(ValueError, match="collection name"):
             store.create(replace(settings, name=bad))
+
+
+def test_batches_are_capped_by_documents_and_by_text() -> None:
+    from indexing.ingest import _batches
+
+    docs = [{"id": str(i), "text": "x" * n} for i, n in enumerate([10, 10, 10, 50, 10, 200, 10])]
+    sizes = [[d["id"] for d in b] for b in _batches(docs, max_docs=3, max_chars=60)]
+    assert sizes == [["0", "1", "2"], ["3", "4"], ["5"], ["6"]]
+    assert [d for b in _batches(docs, 256, 1_000_000) for d in b] == docs
