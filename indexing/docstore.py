@@ -170,9 +170,11 @@ class DocStore:
 
     def passage_doc_numbers(self) -> tuple[np.ndarray, np.ndarray]:
         """Every passage id, ascending, with its document's row number: (pids (P,), doc numbers (P,))."""
-        rows = self._conn().execute(
-            "SELECT p.pid, d.rowid FROM passages p JOIN documents d ON d.doc_id = p.doc_id ORDER BY p.pid"
-        ).fetchall()
+        rows = (
+            self._conn()
+            .execute("SELECT p.pid, d.rowid FROM passages p JOIN documents d ON d.doc_id = p.doc_id ORDER BY p.pid")
+            .fetchall()
+        )
         table = np.asarray(rows, dtype=np.int64).reshape(-1, 2)  # (P, 2)
         return table[:, 0].copy(), table[:, 1].copy()
 
