@@ -17,6 +17,7 @@ from typing import Any
 
 from indexing.bm25 import BM25Params
 from indexing.chunking import ChunkingParams
+from indexing.dense import DenseIndexParams
 from indexing.docstore import DocStore
 from indexing.snapshot import (
     IndexSnapshot,
@@ -48,10 +49,12 @@ class CollectionSettings:
     chunking: ChunkingParams = field(default_factory=ChunkingParams)
     bm25: BM25Params = field(default_factory=BM25Params)
     created_at: float = field(default_factory=time.time)
+    dense_index: DenseIndexParams = field(default_factory=DenseIndexParams)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["bm25"] = self.bm25.to_json()
+        d["dense_index"] = self.dense_index.to_json()
         return d
 
     @classmethod
@@ -64,6 +67,7 @@ class CollectionSettings:
             chunking=ChunkingParams(**d["chunking"]),
             bm25=BM25Params.from_json(d["bm25"]),
             created_at=float(d["created_at"]),
+            dense_index=DenseIndexParams.from_json(d.get("dense_index")),  # absent from older files
         )
 
 
@@ -120,6 +124,7 @@ class Collection:
             small_dim=s.small_dim,
             bm25_params=s.bm25,
             extra={"embedder": s.embedder},
+            dense=s.dense_index,
         )
         return version
 
@@ -159,6 +164,8 @@ class Collection:
                 "passages": snap.passages,
                 "bytes": sum(int(v) for v in snap.manifest["files"].values()),
                 "bm25": snap.manifest["bm25"],
+                # What was built ("flat" or "hnsw") and the settings that chose it ("auto" and a threshold).
+                "dense": {"kind": snap.dense_kind, "settings": self.settings.dense_index.to_json()},
             },
             "chunking": asdict(self.settings.chunking),
             "created_at": self.settings.created_at,

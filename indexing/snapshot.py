@@ -3,8 +3,8 @@
 Layout under `<collection>/index/`:
     CURRENT                      {"version": N}; replaced atomically, so readers see one whole snapshot
     v000N/manifest.json          what the snapshot holds: docstore seq, counts, dims, params, file sizes
-    v000N/dense-full.faiss       IndexFlatIP over unit vectors (row i is passage dense.ids.npy[i])
-    v000N/dense-small.faiss      IndexFlatIP over the re-normalised first `small_dim` dims
+    v000N/dense-full.faiss       flat or HNSW index over unit vectors (row i is passage dense.ids.npy[i])
+    v000N/dense-small.faiss      fp16 index over the re-normalised first `small_dim` dims (see indexing/dense.py)
     v000N/dense.ids.npy          int64 passage ids, row order of both FAISS files
     v000N/bm25/                  bm25s arrays + JSON (see indexing/bm25.py), with its own ids.npy
 
@@ -27,17 +27,16 @@ import faiss
 import numpy as np
 
 from indexing.bm25 import BM25Index, BM25Params, TokenIdCorpus, tokenize
+from indexing.dense import DenseIndexParams, new_indexes, rescore, search, set_ef_search
 from indexing.docstore import DocStore
 
 MANIFEST = "manifest.json"
 CURRENT = "CURRENT"
-KEEP_VERSIONS = 2
+KEEP_VERSIONS = 2  # the current snapshot and the one before it (a reader may still be loading it)
 # FAISS scans query by query (no BLAS) below this many queries per call; batched searches from
 # /search/batch and the micro-batcher should always take the BLAS path (measured: 100k x 384 flat,
 # 16 queries: 24.0 ms with the default 20, 21.3 ms with 1; one query: the same either way).
-faiss.cvar.distance_compute_blas_threshold = (
-    1  # the current snapshot and the one before it (a reader may still be loading it)
-)
+faiss.cvar.distance_compute_blas_threshold = 1
 
 
 class SnapshotError(RuntimeError):
@@ -53,8 +52,8 @@ def l2_normalize(x: np.ndarray) -> np.ndarray:
 class IndexSnapshot:
     version: int
     manifest: dict[str, Any]
-    dense_full: faiss.Index  # IndexFlatIP
-    dense_small: faiss.Index  # IndexFlatIP
+    dense_full: faiss.Index  # IndexFlatIP or IndexHNSWFlat (manifest["dense_index"]["kind"])
+    dense_small: faiss.Index  # prefix index: IndexScalarQuantizer or IndexHNSWSQ (IndexFlatIP before those)
     dense_ids: np.ndarray  # (N,) int64 passage ids
     bm25: BM25Index
 
@@ -69,6 +68,11 @@ class IndexSnapshot:
     @property
     def small_dim(self) -> int:
         return int(self.manifest["small_dim"])
+
+    @property
+    def dense_kind(self) -> str:
+        """ "flat" or "hnsw"; snapshots written before HNSW existed are flat."""
+        return str(self.manifest.get("dense_index", {}).get("kind", "flat"))
 
     def search_dense(
         self, queries: np.ndarray, n: int, *, dim: str = "full", rescore_factor: int = 4
@@ -85,20 +89,14 @@ class IndexSnapshot:
             return [(np.empty(0, np.int64), np.empty(0, np.float32)) for _ in range(len(queries))]
         q = np.ascontiguousarray(queries, dtype=np.float32)  # (nq, d)
         if dim == "full":
-            scores, rows = self.dense_full.search(q, n)  # (nq, n) each
-            return [(self.dense_ids[r], s) for r, s in zip(rows, scores, strict=True)]
-        shortlist = min(total, max(n * rescore_factor, n))
-        small_scores, rows = self.dense_small.search(l2_normalize(q[:, : self.small_dim]), shortlist)  # (nq, S)
-        if rescore_factor == 0:
-            return [(self.dense_ids[r], s) for r, s in zip(rows, small_scores, strict=True)]
-        out = []
-        for qi, r in enumerate(rows):
-            r = r[r >= 0]
-            vecs = self.dense_full.reconstruct_batch(r)  # (S, d)
-            full_scores = vecs @ q[qi]  # (S,)
-            top = np.argsort(-full_scores, kind="stable")[:n]
-            out.append((self.dense_ids[r[top]], full_scores[top].astype(np.float32)))
-        return out
+            scores, rows = search(self.dense_full, q, n)  # (nq, n) each
+        else:
+            shortlist = min(total, max(n * rescore_factor, n))
+            scores, rows = search(self.dense_small, l2_normalize(q[:, : self.small_dim]), shortlist)  # (nq, S)
+            if rescore_factor > 0:
+                rows, scores = rescore(self.dense_full, rows, q, n)  # (nq, n) each
+        # HNSW answers -1 where its search found fewer rows than asked: dropped.
+        return [(self.dense_ids[r[r >= 0]], s[r >= 0]) for r, s in zip(rows, scores, strict=True)]
 
     def search_bm25(self, query_texts: list[str], n: int) -> list[tuple[np.ndarray, np.ndarray]]:
         return self.bm25.search(tokenize(query_texts), n)
@@ -151,23 +149,36 @@ def build_snapshot(
     small_dim: int,
     bm25_params: BM25Params,
     extra: dict[str, Any],
+    dense: DenseIndexParams | None = None,
 ) -> int:
     """Build every index from the doc store and publish it as the next version; returns the version."""
     index_dir.mkdir(parents=True, exist_ok=True)
     seq = docstore.seq()  # read first: the snapshot reflects at least this state
     small_dim = min(small_dim, dim)
+    dense = dense or DenseIndexParams()
+    # The kind is chosen before streaming: the caller holds the writer lock, so the count is the one built.
+    kind = dense.choose(docstore.counts()[1])
     # Streamed from the doc store batch by batch: the only copies held are the indexes themselves (and
     # the token ids, 4 bytes a token), so memory grows with the index and not with the work around it.
-    full_index = faiss.IndexFlatIP(dim)
-    small_index = faiss.IndexFlatIP(small_dim)
+    full_index, small_index = new_indexes(kind, dim, small_dim, dense)
+    dense_s = 0.0  # time in FAISS adds alone (HNSW's graph building is most of a large build)
     corpus = TokenIdCorpus()
     pid_parts: list[np.ndarray] = []
     for pids, texts, emb in docstore.iter_passages():
         pid_parts.append(pids)
+        t0 = time.perf_counter()
         full_index.add(emb)  # (n, d)
         small_index.add(l2_normalize(emb[:, :small_dim]))  # (n, small_dim)
+        dense_s += time.perf_counter() - t0
         corpus.add(tokenize(texts))
     ids = np.concatenate(pid_parts) if pid_parts else np.empty(0, np.int64)
+    dense_info = {
+        "kind": kind,
+        "full": type(full_index).__name__,
+        "small": f"{type(small_index).__name__}(fp16)",
+        "params": dense.to_json(),
+        "build_s": round(dense_s, 3),
+    }
 
     tmp = index_dir / f"tmp-{uuid.uuid4().hex}"
     tmp.mkdir()
@@ -185,6 +196,7 @@ def build_snapshot(
             "passages": int(ids.shape[0]),
             "dim": dim,
             "small_dim": small_dim,
+            "dense_index": dense_info,
             "bm25": bm25_params.to_json(),
             "created_at": time.time(),
             "files": _file_sizes(tmp),
@@ -224,6 +236,10 @@ def load_snapshot(index_dir: Path, version: int) -> IndexSnapshot:
         small = faiss.read_index(str(root / "dense-small.faiss"))
         ids = np.load(root / "dense.ids.npy", allow_pickle=False)
         bm25 = BM25Index.load(root / "bm25", mmap=True)
+        ef_search = manifest.get("dense_index", {}).get("params", {}).get("ef_search")
+        if ef_search is not None:
+            set_ef_search(full, int(ef_search))
+            set_ef_search(small, int(ef_search))
     except SnapshotError:
         raise
     except (OSError, ValueError, KeyError, RuntimeError) as exc:
