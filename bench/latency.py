@@ -152,6 +152,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--concurrency", default="1,8,32", help="comma-separated closed-loop concurrencies")
     ap.add_argument("--seconds", type=float, default=10, help="measured seconds per setting")
     ap.add_argument("--large", action="store_true", help="also the >=100k-passage collection (bench.large_corpus)")
+    ap.add_argument("--large-only", action="store_true", help="only the >=100k-passage collection")
     ap.add_argument(
         "--embedder", default="default", help="'default' or an embedder directory (e.g. a `vela export-onnx` one)"
     )
@@ -160,6 +161,15 @@ def main(argv: list[str] | None = None) -> None:
     concurrencies = [int(c) for c in args.concurrency.split(",")]
     queries = [q["text"] for q in _jsonl(BEIR / "scifact/queries.jsonl")]
 
+    if args.large_only:
+        from bench.large_corpus import build_collection, query_texts
+
+        large_dir = CACHE / "large-data"
+        name = build_collection(large_dir)
+        large = run_collection(large_dir, name, query_texts(), concurrencies, args.seconds)
+        large.update(encoder_p50_ms=encoder_p50_ms("default", queries), seconds_per_setting=args.seconds)
+        write_result(args.out, {**large, "embedder": "default", "machine": machine(), "command": command()})
+        return
     embedder = args.embedder if args.embedder == "default" else str(Path(args.embedder).resolve())
     data_dir = scifact_data_dir(embedder)
     encoder_ms = encoder_p50_ms(embedder, queries)
