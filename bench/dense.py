@@ -17,6 +17,7 @@ every query of the three sets (1,938), embedded by the same model.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import time
 from pathlib import Path
@@ -68,11 +69,9 @@ def side_by_side(runs: dict[str, Any], queries: np.ndarray, batch: int, rounds: 
     return best
 
 
-def build_hnsw(coll: Any, workdir: Path, params: Any) -> tuple[Any, float]:
+def build_hnsw(coll: Any, index_dir: Path, params: Any) -> tuple[Any, float]:
     from indexing.snapshot import build_snapshot, load_snapshot
 
-    index_dir = workdir / "hnsw-index"
-    shutil.rmtree(index_dir, ignore_errors=True)
     s = coll.settings
     t0 = time.perf_counter()
     version = build_snapshot(
@@ -95,7 +94,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
 
     from indexing.collection import CollectionStore
-    from indexing.dense import DenseIndexParams, set_ef_search
+    from indexing.dense import DenseIndexParams
 
     workdir = args.workdir or CACHE / f"dense-{args.passages}"
     load_passages(args.passages)  # encodes (once) before anything is timed
@@ -117,7 +116,25 @@ def main(argv: list[str] | None = None) -> None:
     hnsw_params = DenseIndexParams(
         kind="hnsw", hnsw_m=args.hnsw_m, ef_construction=args.ef_construction, ef_search=args.ef_search
     )
-    hnsw, hnsw_wall_s = build_hnsw(coll, workdir, hnsw_params)
+    hnsw_dir = workdir / f"hnsw-index-{os.getpid()}"  # this run's own, so concurrent runs do not collide
+    try:
+        hnsw, hnsw_wall_s = build_hnsw(coll, hnsw_dir, hnsw_params)
+        measure_and_write(args, flat, hnsw, hnsw_wall_s, queries, exact, equal, collection_s)
+    finally:
+        shutil.rmtree(hnsw_dir, ignore_errors=True)
+
+
+def measure_and_write(
+    args: argparse.Namespace,
+    flat: Any,
+    hnsw: Any,
+    hnsw_wall_s: float,
+    queries: np.ndarray,
+    exact: list[np.ndarray],
+    equal: list[bool],
+    collection_s: float,
+) -> None:
+    from indexing.dense import set_ef_search
 
     runs = {"flat_full": (flat, "full"), "flat_256": (flat, "small"), "hnsw_full": (hnsw, "full")}
     runs["hnsw_256"] = (hnsw, "small")
@@ -139,7 +156,7 @@ def main(argv: list[str] | None = None) -> None:
             "passages": flat.passages,
             "queries": len(queries),
             "flat_vs_numpy_topk_equal": all(equal),
-            "flat_vs_numpy_queries": nq,
+            "flat_vs_numpy_queries": len(equal),
             "flat_vs_numpy_equal_fraction": round(float(np.mean(equal)), 4),
             "recall10_256_rescore": round(r256, 4),
             "speed_ratio_256_vs_full": round(single["flat_256"] / single["flat_full"], 2),
