@@ -8,16 +8,19 @@ import json
 import shlex
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import ir_measures
+import numpy as np
 from tqdm import tqdm
 
 from cli.beir import read_corpus, read_qrels, read_queries
 from indexing.ingest import run_job
 from indexing.jobs import JobKind
 from service.documents import get_or_create_collection
+from service.rerank import Reranking, prepare_rerank
 from service.search import search_batch
 from service.settings import Settings
 from service.state import build_state
@@ -36,6 +39,8 @@ def evaluate(
     split: str,
     workdir: Path | None,
     rescore: bool = True,
+    rerank: str | None = None,
+    rerank_top_n: int = 50,
 ) -> dict[str, Any]:
     t0 = time.time()
     settings = Settings()
@@ -76,26 +81,41 @@ def evaluate(
     queries = read_queries(data)
     qids = [q for q in qrels if q in queries]
     emb = state.embedders.get(coll.settings.embedder)
+    # --rerank: the service's own rerank step (no time budget) on each mode's top N; the metrics without it
+    # are kept as "baseline", and the time it adds per query is reported.
+    step = None
+    if rerank:
+        step = prepare_rerank(
+            cache=state.rerankers,
+            model=rerank,
+            default_model=None,
+            top_n=rerank_top_n,
+            max_ms=None,
+            batch_size=settings.rerank_batch_size,
+        )
     metrics: dict[str, dict[str, float]] = {}
+    baseline: dict[str, dict[str, float]] = {}
+    added_ms: dict[str, list[float]] = {}
     for mode in modes:
-        run: dict[str, dict[str, float]] = {}
-        for start in tqdm(range(0, len(qids), QUERY_BATCH), desc=f"search {mode}", unit="batch"):
-            batch = qids[start : start + QUERY_BATCH]
-            results = search_batch(
-                collection=coll,
-                embedder=emb if mode != "bm25" else None,
-                queries=[queries[q] for q in batch],
-                k=100,
-                mode=mode,  # type: ignore[arg-type]
-                dim=dim,  # type: ignore[arg-type]
-                rescore=rescore,
-            )
-            for qid, res in zip(batch, results, strict=True):
-                # Scores for ir_measures must order like the ranks; RRF and BM25 ties keep their list order.
-                run[qid] = {h.id: float(len(res.hits) - i) for i, h in enumerate(res.hits)}
-        agg = ir_measures.calc_aggregate(list(MEASURES.values()), qrels, run)
-        metrics[mode] = {name: round(float(agg[m]), 4) for name, m in MEASURES.items()}
+        search = partial(
+            _search_mode, coll=coll, embedder=emb, queries=queries, qids=qids, mode=mode, dim=dim, rescore=rescore
+        )
+        if step is not None:
+            baseline[mode] = _score(qrels, search(rerank=None)[0])
+        run, added_ms[mode] = search(rerank=step)
+        metrics[mode] = _score(qrels, run)
     stats = coll.stats()
+    extra: dict[str, Any] = {}
+    if step is not None:
+        extra["baseline"] = baseline  # the same modes without the rerank stage
+        extra["rerank"] = {
+            "model": step.model,
+            "top_n": rerank_top_n,
+            "precision": settings.precision,
+            "batch_size": settings.rerank_batch_size,
+            "added_latency_ms_p50": {m: round(float(np.percentile(v, 50)), 1) for m, v in added_ms.items() if v},
+            "added_latency_ms_p90": {m: round(float(np.percentile(v, 90)), 1) for m, v in added_ms.items() if v},
+        }
     return {
         "dataset": data.name,
         "metrics": metrics,
@@ -108,7 +128,50 @@ def evaluate(
         "queries": len(qids),
         "split": split,
         "embedder": model_dir,
+        **extra,
     }
+
+
+def _search_mode(
+    *,
+    coll: Any,
+    embedder: Any,
+    queries: dict[str, str],
+    qids: list[str],
+    mode: str,
+    dim: str,
+    rescore: bool,
+    rerank: Reranking | None,
+) -> tuple[dict[str, dict[str, float]], list[float]]:
+    """One mode's run (qid -> {doc: score}), and the rerank time of each query (empty without rerank)."""
+    run: dict[str, dict[str, float]] = {}
+    rerank_ms: list[float] = []
+    desc = f"search {mode}" + (" + rerank" if rerank is not None else "")
+    for start in tqdm(range(0, len(qids), QUERY_BATCH), desc=desc, unit="batch"):
+        batch = qids[start : start + QUERY_BATCH]
+        results = search_batch(
+            collection=coll,
+            embedder=embedder if mode != "bm25" else None,
+            queries=[queries[q] for q in batch],
+            k=100,
+            mode=mode,  # type: ignore[arg-type]
+            dim=dim,  # type: ignore[arg-type]
+            rescore=rescore,
+            rerank=rerank,
+        )
+        for qid, res in zip(batch, results, strict=True):
+            if res.rerank is not None:
+                if res.rerank.status != "ok":  # a reranker that fails must fail the eval, not score as fused
+                    raise RuntimeError(f"rerank of query {qid} ended {res.rerank.status}: {res.rerank.error}")
+                rerank_ms.append(res.rerank.took_ms)
+            # Scores for ir_measures must order like the ranks; RRF and BM25 ties keep their list order.
+            run[qid] = {h.id: float(len(res.hits) - i) for i, h in enumerate(res.hits)}
+    return run, rerank_ms
+
+
+def _score(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]]) -> dict[str, float]:
+    agg = ir_measures.calc_aggregate(list(MEASURES.values()), qrels, run)
+    return {name: round(float(agg[m]), 4) for name, m in MEASURES.items()}
 
 
 def print_table(result: dict[str, Any]) -> None:
@@ -136,6 +199,8 @@ def main(args: argparse.Namespace) -> int:
         split=args.split,
         workdir=Path(args.workdir) if args.workdir else None,
         rescore=not args.no_rescore,
+        rerank=args.rerank,
+        rerank_top_n=args.rerank_top_n,
     )
     result["command"] = "vela " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     print_table(result)

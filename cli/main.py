@@ -34,6 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--split", default="test", help="qrels split (default test)")
     ev.add_argument("--json", dest="json_out", default=None, help="write the results JSON here")
     ev.add_argument("--workdir", default=None, help="where the eval collection lives (default <data dir>/eval)")
+    ev.add_argument("--rerank", default=None, metavar="DIR", help="rerank each mode's top N with this reranker")
+    ev.add_argument("--rerank-top-n", type=int, default=50, help="hits the reranker rescores (default 50)")
     ev.set_defaults(func=_eval)
 
     onnx = sub.add_parser(
@@ -43,6 +45,15 @@ def build_parser() -> argparse.ArgumentParser:
     onnx.add_argument("--out", required=True, help="directory of the exported embedder")
     onnx.add_argument("--no-quantize", action="store_true", help="keep fp32 weights (no dynamic int8 quantization)")
     onnx.set_defaults(func=_export_onnx)
+
+    train = sub.add_parser(
+        "train",
+        help="train a model: vela train RECIPE --out DIR [--config FILE] [flags]",
+        description="Recipes: " + ", ".join(f"{k} ({v[1]})" for k, v in RECIPES.items()),
+    )
+    train.add_argument("recipe", choices=sorted(RECIPES), help="what to train")
+    train.add_argument("args", nargs=argparse.REMAINDER, help="its own options (vela train RECIPE --help)")
+    train.set_defaults(func=_train)
 
     bench = sub.add_parser(
         "bench",
@@ -64,6 +75,14 @@ BENCHES: dict[str, tuple[str, str]] = {
     "ingest-latency": ("bench.ingest_latency", "search p99 while a large ingest runs vs idle"),
     "ingest-rss": ("bench.ingest_rss", "peak RSS of large ingests"),
     "onnx": ("bench.onnx_parity", "ONNX int8 encoder vs torch: cosine and latency"),
+}
+
+
+# recipe -> (module with main(argv) -> exit code, what it trains). Trainers import torch/transformers lazily.
+RECIPES: dict[str, tuple[str, str]] = {
+    "contrastive": ("training.contrastive.cli", "bi-encoder, InfoNCE with in-batch negatives"),
+    "cde": ("training.cde.cli", "contextual document embedder (two-stage), clustered batches"),
+    "reranker": ("training.reranker.cli", "cross-encoder reranker (encoder, causal LM or Mamba backbone)"),
 }
 
 
@@ -107,6 +126,14 @@ def _export_onnx(args: argparse.Namespace) -> int:
 
     print(export(args.model, args.out, quantize=not args.no_quantize))
     return 0
+
+
+def _train(args: argparse.Namespace) -> int:
+    import importlib
+
+    module = importlib.import_module(RECIPES[args.recipe][0])
+    sys.argv = [f"vela train {args.recipe}", *args.args]  # what the saved arguments record as the command
+    return int(module.main(args.args) or 0)
 
 
 def _bench(args: argparse.Namespace) -> int:

@@ -27,6 +27,7 @@ from indexing.snapshot import (
     load_snapshot,
     write_atomic,
 )
+from models.cde.context import CorpusContext
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 SETTINGS_FILE = "collection.json"
@@ -114,8 +115,12 @@ class Collection:
                 self._snapshot = load_snapshot(self.index_dir, version)
             return self._snapshot
 
-    def commit(self) -> int:
-        """Rebuild the indexes from the doc store and publish them (caller may hold the writer lock)."""
+    def commit(self, context: CorpusContext | None = None) -> int:
+        """Rebuild the indexes from the doc store and publish them (caller may hold the writer lock).
+
+        A CDE collection passes the corpus context all its vectors were made with (indexing/context.py)."""
+        if context is None and (self.root / "context").is_dir() and self.docstore.counts()[0]:
+            raise SnapshotError(f"collection {self.name!r} is contextual: commit through commit_collection")
         s = self.settings
         version = build_snapshot(
             self.index_dir,
@@ -125,6 +130,7 @@ class Collection:
             bm25_params=s.bm25,
             extra={"embedder": s.embedder},
             dense=s.dense_index,
+            context=context,
         )
         return version
 
@@ -146,6 +152,10 @@ class Collection:
                     reason = f"snapshot seq {snap.seq} != doc store seq {self.docstore.seq()}"
             except SnapshotError as exc:
                 reason = str(exc)
+            if (self.root / "context").is_dir():
+                # CDE: vectors must be brought to the current context first, which needs the model: the
+                # next job's commit (commit_collection) rebuilds. Searches keep the snapshot they have.
+                return f"stale: {reason} (a contextual collection is rebuilt by its next job)"
             self.commit()
             self._snapshot = None
             return f"rebuilt: {reason}"

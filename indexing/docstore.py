@@ -34,7 +34,11 @@ CREATE TABLE IF NOT EXISTS passages (
 CREATE INDEX IF NOT EXISTS passages_doc ON passages(doc_id);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 INSERT OR IGNORE INTO meta(key, value) VALUES ('seq', 0);
+INSERT OR IGNORE INTO meta(key, value) VALUES ('doc_changes', 0);
 """
+# Added after the first release; older stores gain the column on open. Which corpus context (CDE) the
+# document's passage vectors were made with: '' for a non-contextual embedder.
+MIGRATIONS = ("ALTER TABLE documents ADD COLUMN context_id TEXT NOT NULL DEFAULT ''",)
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,7 @@ class StoredDocument:
     content_hash: str
     spans: Sequence[tuple[int, int]]  # (start, end) character offsets, one per passage
     embeddings: np.ndarray  # (P, d) float32, one row per span
+    context_id: str = ""  # the corpus context the embeddings were made with (CDE collections)
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,10 @@ class DocStore:
         self._all_lock = threading.Lock()
         with self._conn() as conn:
             conn.executescript(SCHEMA)
+            columns = {row[1] for row in conn.execute("PRAGMA table_info(documents)")}
+            if "context_id" not in columns:
+                for sql in MIGRATIONS:
+                    conn.execute(sql)
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -98,20 +107,24 @@ class DocStore:
         """Replace each document and its passages in one transaction; returns the new change seq."""
         conn = self._conn()
         conn.execute("BEGIN IMMEDIATE")
+        n_changed = 0
         try:
             for d in docs:
                 conn.execute("DELETE FROM passages WHERE doc_id = ?", (d.doc_id,))
                 conn.execute(
-                    "INSERT INTO documents(doc_id, title, text, metadata, content_hash) VALUES (?,?,?,?,?) "
-                    "ON CONFLICT(doc_id) DO UPDATE SET title=excluded.title, text=excluded.text, "
-                    "metadata=excluded.metadata, content_hash=excluded.content_hash",
-                    (d.doc_id, d.title, d.text, json.dumps(d.metadata), d.content_hash),
+                    "INSERT INTO documents(doc_id, title, text, metadata, content_hash, context_id) "
+                    "VALUES (?,?,?,?,?,?) ON CONFLICT(doc_id) DO UPDATE SET title=excluded.title, "
+                    "text=excluded.text, metadata=excluded.metadata, content_hash=excluded.content_hash, "
+                    "context_id=excluded.context_id",
+                    (d.doc_id, d.title, d.text, json.dumps(d.metadata), d.content_hash, d.context_id),
                 )
+                n_changed += 1
                 emb = np.ascontiguousarray(d.embeddings, dtype=np.float32)
                 conn.executemany(
                     "INSERT INTO passages(doc_id, idx, start, end, embedding) VALUES (?,?,?,?,?)",
                     [(d.doc_id, i, s, e, emb[i].tobytes()) for i, (s, e) in enumerate(d.spans)],
                 )
+            conn.execute("UPDATE meta SET value = value + ? WHERE key = 'doc_changes'", (n_changed,))
             seq = self._bump(conn)
             conn.execute("COMMIT")
             return seq
@@ -128,9 +141,35 @@ class DocStore:
             for doc_id in doc_ids:
                 conn.execute("DELETE FROM passages WHERE doc_id = ?", (doc_id,))
                 n += conn.execute("DELETE FROM documents WHERE doc_id = ?", (doc_id,)).rowcount
+            conn.execute("UPDATE meta SET value = value + ? WHERE key = 'doc_changes'", (n,))
             self._bump(conn)
             conn.execute("COMMIT")
             return n
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def replace_embeddings(self, doc_id: str, embeddings: np.ndarray, context_id: str) -> None:
+        """New vectors for a document's passages, in passage order (pids unchanged): a context refresh."""
+        self.replace_many([(doc_id, embeddings)], context_id)
+
+    def replace_many(self, items: Sequence[tuple[str, np.ndarray]], context_id: str) -> int:
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for doc_id, embeddings in items:
+                pids = [r[0] for r in conn.execute("SELECT pid FROM passages WHERE doc_id = ? ORDER BY idx", (doc_id,))]
+                if len(pids) != len(embeddings):
+                    raise ValueError(f"document {doc_id!r} has {len(pids)} passages, got {len(embeddings)} vectors")
+                emb = np.ascontiguousarray(embeddings, dtype=np.float32)
+                conn.executemany(
+                    "UPDATE passages SET embedding = ? WHERE pid = ?",
+                    [(emb[i].tobytes(), p) for i, p in enumerate(pids)],
+                )
+                conn.execute("UPDATE documents SET context_id = ? WHERE doc_id = ?", (context_id, doc_id))
+            seq = self._bump(conn)
+            conn.execute("COMMIT")
+            return seq
         except BaseException:
             conn.execute("ROLLBACK")
             raise
@@ -144,6 +183,35 @@ class DocStore:
     def seq(self) -> int:
         """A counter bumped by every committed write: indexes record the seq they reflect."""
         return int(self._conn().execute("SELECT value FROM meta WHERE key = 'seq'").fetchone()[0])
+
+    def doc_changes(self) -> int:
+        """Documents written or deleted since the store was made (each upsert or delete counts once)."""
+        return int(self._conn().execute("SELECT value FROM meta WHERE key = 'doc_changes'").fetchone()[0])
+
+    def stale_documents(self, context_id: str, limit: int) -> list[tuple[str, str, str, list[tuple[int, int]]]]:
+        """Documents whose vectors were made with another context: (doc_id, title, text, passage spans)."""
+        conn = self._conn()
+        rows = conn.execute(
+            "SELECT doc_id, title, text FROM documents WHERE context_id != ? ORDER BY rowid LIMIT ?",
+            (context_id, limit),
+        ).fetchall()
+        out = []
+        for doc_id, title, text in rows:
+            spans = conn.execute("SELECT start, end FROM passages WHERE doc_id = ? ORDER BY idx", (doc_id,)).fetchall()
+            out.append((doc_id, title, text, [(int(a), int(b)) for a, b in spans]))
+        return out
+
+    def count_stale(self, context_id: str) -> int:
+        q = "SELECT COUNT(*) FROM documents WHERE context_id != ?"
+        return int(self._conn().execute(q, (context_id,)).fetchone()[0])
+
+    def document_ids(self) -> list[str]:
+        return [r[0] for r in self._conn().execute("SELECT doc_id FROM documents ORDER BY rowid")]
+
+    def document_texts(self, doc_ids: Sequence[str]) -> dict[str, str]:
+        """What a context embedder reads for a whole document: title + newline + text."""
+        rows = self._select_in("SELECT doc_id, title, text FROM documents WHERE doc_id IN ({marks})", list(doc_ids))
+        return {doc_id: passage_text(title, text) for doc_id, title, text in rows}
 
     def counts(self) -> tuple[int, int]:
         conn = self._conn()

@@ -11,9 +11,11 @@ from typing import Any
 
 from indexing.chunking import chunk_text
 from indexing.collection import Collection, CollectionNotFound, CollectionStore
+from indexing.context import commit_collection, ensure_context, maybe_refresh
 from indexing.docstore import StoredDocument, passage_text
 from indexing.jobs import TERMINAL, JobKind, JobStatus, JobStore
 from models import Embedder, EmbedderCache
+from models.cde.context import CorpusContext
 
 log = logging.getLogger("vela.ingest")
 
@@ -24,8 +26,11 @@ def content_hash(doc: dict[str, Any], chunking: Any) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-def prepare_documents(docs: Sequence[dict[str, Any]], coll: Collection, embedder: Embedder) -> list[StoredDocument]:
-    """Chunk every document and embed all passages of the batch in one pass."""
+def prepare_documents(
+    docs: Sequence[dict[str, Any]], coll: Collection, embedder: Embedder, context: CorpusContext | None = None
+) -> list[StoredDocument]:
+    """Chunk every document and embed all passages of the batch in one pass (with the collection's corpus
+    context when the embedder is contextual)."""
     chunking = coll.settings.chunking
     spans = [chunk_text(d["text"], embedder.tokenizer, chunking) for d in docs]
     texts = [
@@ -33,7 +38,7 @@ def prepare_documents(docs: Sequence[dict[str, Any]], coll: Collection, embedder
         for d, doc_spans in zip(docs, spans, strict=True)
         for s in doc_spans
     ]
-    vectors = embedder.encode_documents(texts)  # (P, d)
+    vectors = embedder.encode_documents(texts, context=context)  # (P, d)
     out, row = [], 0
     for d, doc_spans in zip(docs, spans, strict=True):
         n = len(doc_spans)
@@ -46,6 +51,7 @@ def prepare_documents(docs: Sequence[dict[str, Any]], coll: Collection, embedder
                 content_hash=content_hash(d, chunking),
                 spans=[(s.start, s.end) for s in doc_spans],
                 embeddings=vectors[row : row + n],
+                context_id=context.id if context is not None else "",
             )
         )
         row += n
@@ -62,6 +68,7 @@ def run_job(
     commit_interval_s: float = 60.0,
     on_progress: Callable[[int, int], None] | None = None,
     worker: str = "in-process",
+    context_refresh_fraction: float = 0.5,
 ) -> JobStatus:
     """Run a job to its end. Safe to run again after a crash: upserts by id converge to the same state."""
     job = jobs.get(job_id)
@@ -71,11 +78,16 @@ def run_job(
     try:
         coll = collections.get(job.collection)
         payload = jobs.payload(job_id)
+        embedder = embedders.get(coll.settings.embedder)
         with coll.writer():
             status = _run_batches(
-                job_id, job.kind, payload, coll, jobs, embedders, batch_size, commit_interval_s, on_progress
+                job_id, job.kind, payload, coll, jobs, embedder, batch_size, commit_interval_s, on_progress
             )
-            coll.commit()
+            if embedder.contextual and status == JobStatus.SUCCEEDED:
+                # The corpus moved far from the sample the context came from: sample again; the commit
+                # below re-embeds the collection, and searches use the previous snapshot meanwhile.
+                maybe_refresh(coll, embedder, context_refresh_fraction)
+            commit_collection(coll, embedder)
         jobs.finish(job_id, status)
         return status
     except CollectionNotFound:
@@ -113,7 +125,7 @@ def _run_batches(
     payload: list[Any],
     coll: Collection,
     jobs: JobStore,
-    embedders: EmbedderCache,
+    embedder: Embedder,
     batch_size: int,
     commit_interval_s: float,
     on_progress: Callable[[int, int], None] | None,
@@ -122,7 +134,7 @@ def _run_batches(
         coll.docstore.delete([str(x) for x in payload])
         jobs.progress(job_id, len(payload))
         return JobStatus.SUCCEEDED
-    embedder = embedders.get(coll.settings.embedder)
+    context = ensure_context(coll, embedder, payload) if embedder.contextual else None
     last_commit = time.monotonic()
     done = 0
     for batch in _batches(payload, batch_size, BATCH_CHARS):
@@ -131,12 +143,12 @@ def _run_batches(
         stored = coll.docstore.content_hashes([d["id"] for d in batch])
         changed = [d for d in batch if stored.get(d["id"]) != content_hash(d, coll.settings.chunking)]
         if changed:
-            coll.docstore.upsert(prepare_documents(changed, coll, embedder))
+            coll.docstore.upsert(prepare_documents(changed, coll, embedder, context))
         done += len(batch)
         jobs.progress(job_id, done)
         if on_progress is not None:
             on_progress(done, len(payload))
         if time.monotonic() - last_commit > commit_interval_s:
-            coll.commit()  # long jobs become searchable as they go, one whole snapshot at a time
+            commit_collection(coll, embedder)  # long jobs become searchable as they go, one snapshot at a time
             last_commit = time.monotonic()
     return JobStatus.SUCCEEDED

@@ -28,6 +28,12 @@ class IndexingSettings(BaseSettings):
     worker_nice: int = Field(10, ge=0, le=19, description="`vela worker` runs at this lower CPU priority")
     worker_threads: int = Field(0, ge=0, description="torch threads of `vela worker` (0: torch's default)")
     claim_idle_s: float = Field(60.0, gt=0, description="a job silent this long is taken over by another worker")
+    context_refresh_fraction: float = Field(
+        0.5,
+        gt=0,
+        description="CDE collections: resample the corpus context and re-embed when this fraction of "
+        "the corpus (documents written or deleted) changed since it was sampled",
+    )
     # Dense index of new collections (see indexing/dense.py): "auto" is flat below hnsw_threshold passages.
     dense_index: str = Field("auto", pattern="^(auto|flat|hnsw)$", description="auto, flat or hnsw")
     hnsw_threshold: int = Field(100_000, ge=0, description="passages from which 'auto' builds HNSW")

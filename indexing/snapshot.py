@@ -29,6 +29,7 @@ import numpy as np
 from indexing.bm25 import BM25Index, BM25Params, TokenIdCorpus, tokenize
 from indexing.dense import DenseIndexParams, new_indexes, rescore, search, set_ef_search
 from indexing.docstore import DocStore
+from models.cde.context import CorpusContext
 
 MANIFEST = "manifest.json"
 CURRENT = "CURRENT"
@@ -56,6 +57,8 @@ class IndexSnapshot:
     dense_small: faiss.Index  # prefix index: IndexScalarQuantizer or IndexHNSWSQ (IndexFlatIP before those)
     dense_ids: np.ndarray  # (N,) int64 passage ids
     bm25: BM25Index
+    # CDE collections: the corpus context every vector of this snapshot was encoded with (None otherwise).
+    context: CorpusContext | None = None
 
     @property
     def seq(self) -> int:
@@ -150,6 +153,7 @@ def build_snapshot(
     bm25_params: BM25Params,
     extra: dict[str, Any],
     dense: DenseIndexParams | None = None,
+    context: CorpusContext | None = None,
 ) -> int:
     """Build every index from the doc store and publish it as the next version; returns the version."""
     index_dir.mkdir(parents=True, exist_ok=True)
@@ -189,6 +193,8 @@ def build_snapshot(
         np.save(tmp / "dense.ids.npy", ids)
         (tmp / "bm25").mkdir()
         BM25Index.build(corpus, ids, bm25_params).save(tmp / "bm25")
+        if context is not None:
+            context.save(tmp / "context")  # queries on this snapshot are encoded with exactly this context
         version = (current_version(index_dir) or 0) + 1
         manifest = {
             "version": version,
@@ -200,6 +206,7 @@ def build_snapshot(
             "bm25": bm25_params.to_json(),
             "created_at": time.time(),
             "files": _file_sizes(tmp),
+            "context": context.id if context is not None else None,
             **extra,
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
@@ -236,6 +243,7 @@ def load_snapshot(index_dir: Path, version: int) -> IndexSnapshot:
         small = faiss.read_index(str(root / "dense-small.faiss"))
         ids = np.load(root / "dense.ids.npy", allow_pickle=False)
         bm25 = BM25Index.load(root / "bm25", mmap=True)
+        context = CorpusContext.load(root / "context") if manifest.get("context") else None
         ef_search = manifest.get("dense_index", {}).get("params", {}).get("ef_search")
         if ef_search is not None:
             set_ef_search(full, int(ef_search))
@@ -247,4 +255,4 @@ def load_snapshot(index_dir: Path, version: int) -> IndexSnapshot:
     n = int(manifest["passages"])
     if not (full.ntotal == small.ntotal == ids.shape[0] == len(bm25) == n):
         raise SnapshotError(f"{root}: index sizes disagree with the manifest ({n} passages)")
-    return IndexSnapshot(version, manifest, full, small, ids, bm25)
+    return IndexSnapshot(version, manifest, full, small, ids, bm25, context)

@@ -52,6 +52,7 @@ def main(*, name: str | None = None) -> int:
             embedders=embedders,
             batch_size=settings.ingest_batch_size,
             commit_interval_s=settings.commit_interval_s,
+            context_refresh_fraction=settings.context_refresh_fraction,
             on_progress=lambda _done, _total: heartbeat(),
             worker=name,
         )

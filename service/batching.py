@@ -9,6 +9,7 @@ queueing one forward pass per request; a lone request waits at most `max_wait_ms
 
 from __future__ import annotations
 
+import collections
 import logging
 import queue
 import threading
@@ -21,6 +22,7 @@ from typing import Protocol
 import numpy as np
 
 from models import Embedder, EmbedderCache
+from models.cde.context import CorpusContext
 
 log = logging.getLogger("vela.batching")
 
@@ -28,13 +30,18 @@ log = logging.getLogger("vela.batching")
 class QueryEncoder(Protocol):
     """What the search path needs from an encoder."""
 
-    def encode_queries(self, texts: Sequence[str]) -> np.ndarray: ...
+    def encode_queries(self, texts: Sequence[str], *, context: CorpusContext | None = None) -> np.ndarray: ...
 
 
 @dataclass
 class _Request:
     texts: list[str]
+    context: CorpusContext | None = None  # requests share a forward pass only when they share a context
     future: Future[np.ndarray] = field(default_factory=Future)
+
+
+def _context_key(req: _Request) -> str | None:
+    return req.context.id if req.context is not None else None
 
 
 class MicroBatcher:
@@ -57,13 +64,15 @@ class MicroBatcher:
         self.batches = 0  # forward passes run, and the texts they held: their ratio is the mean batch size
         self.texts = 0
         self._queue: queue.SimpleQueue[_Request | None] = queue.SimpleQueue()
+        # Taken while collecting a pass for another context: they lead the next passes, in arrival order.
+        self._held: collections.deque[_Request] = collections.deque()
         self._thread = threading.Thread(target=self._loop, name=f"encoder-{embedder.name}", daemon=True)
         self._thread.start()
 
-    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+    def encode_queries(self, texts: Sequence[str], *, context: CorpusContext | None = None) -> np.ndarray:
         if not self._thread.is_alive():
             raise RuntimeError("the query encoder has been stopped")
-        req = _Request(list(texts))
+        req = _Request(list(texts), context)
         self._queue.put(req)
         return req.future.result()
 
@@ -72,31 +81,43 @@ class MicroBatcher:
         self._thread.join(10)
 
     def _collect(self, first: _Request) -> tuple[list[_Request], bool]:
-        """The first request plus whatever arrives within the window, up to max_batch texts."""
+        """The first request plus whatever arrives within the window for the same context, up to max_batch
+        texts. Requests for other contexts (other CDE collections) are held for the passes after this one."""
         batch, size = [first], len(first.texts)
+        key = _context_key(first)
+        for req in [r for r in self._held if _context_key(r) == key]:
+            if size >= self.max_batch:
+                break
+            self._held.remove(req)
+            batch.append(req)
+            size += len(req.texts)
         deadline = time.monotonic() + self.max_wait_s
         while size < self.max_batch:
             try:
                 # Already queued requests are taken at once; then wait out what is left of the window.
-                req = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+                item = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 break
-            if req is None:
+            if item is None:
                 return batch, True
-            batch.append(req)
-            size += len(req.texts)
+            if _context_key(item) != key:
+                self._held.append(item)
+                continue
+            batch.append(item)
+            size += len(item.texts)
         return batch, False
 
     def _loop(self) -> None:
         stopping = False
-        while not stopping:
-            first = self._queue.get()
+        while not stopping or self._held:
+            first = self._held.popleft() if self._held else self._queue.get()
             if first is None:
                 break
-            batch, stopping = self._collect(first)
+            batch, stop_now = self._collect(first)
+            stopping = stopping or stop_now
             texts = [t for r in batch for t in r.texts]
             try:
-                vectors = self.embedder.encode_queries(texts)  # (n, d)
+                vectors = self.embedder.encode_queries(texts, context=first.context)  # (n, d)
             except BaseException as exc:  # every waiter must hear of it, or it hangs forever
                 log.exception("query encoding failed", extra={"texts": len(texts)})
                 for r in batch:

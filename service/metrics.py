@@ -65,7 +65,25 @@ class Metrics:
             buckets=(1, 2, 4, 8, 16, 32, 64, 128),
             registry=self.registry,
         )
+        self.rerank_queries = Counter(
+            "vela_rerank_queries_total",
+            "queries through the rerank stage, by outcome (ok, timeout, error: the fused order was returned)",
+            ["status"],
+            registry=self.registry,
+        )
+        self.rerank_pairs = Counter("vela_rerank_pairs_total", "(query, passage) pairs scored", registry=self.registry)
+        self.rerank_latency = Histogram(
+            "vela_rerank_duration_seconds",
+            "rerank stage time per query",
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
         self.registry.register(IndexSizeCollector(collections))
+
+    def observe_rerank(self, *, status: str, pairs: int, seconds: float) -> None:
+        self.rerank_queries.labels(status).inc()
+        self.rerank_pairs.inc(pairs)
+        self.rerank_latency.observe(seconds)
 
     def asgi(self, app: ASGIApp) -> ASGIApp:
         """Pure ASGI middleware (no BaseHTTPMiddleware task and stream per request): counts and times

@@ -69,6 +69,24 @@ class JobAccepted(BaseModel):
     url: str
 
 
+class RerankOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    model: str | None = Field(
+        None,
+        min_length=1,
+        max_length=4096,
+        description="reranker directory (a `vela train reranker` output); unset: the server's VELA_RERANKER",
+    )
+    top_n: int = Field(50, ge=1, le=1000, description="fused hits the cross-encoder rescores (k is returned)")
+    max_ms: float | None = Field(
+        None,
+        gt=0,
+        le=600_000,
+        description="time budget of the rerank step per query; past it the fused order is returned with "
+        "rerank.status 'timeout'. Unset: the server's VELA_RERANK_MAX_MS",
+    )
+
+
 class SearchOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
     collection: str = CollectionName
@@ -80,6 +98,7 @@ class SearchOptions(BaseModel):
     weights: dict[Literal["dense", "bm25"], float] | None = Field(None, description="per-list RRF weights")
     group_by_doc: bool = Field(True, description="one hit per document (its best passage)")
     rescore: bool = Field(True, description="dim=256: rescore the 256-d shortlist with the full vectors")
+    rerank: RerankOptions | None = Field(None, description="rescore the top fused hits with a cross-encoder")
 
     @field_validator("weights")
     @classmethod
@@ -134,11 +153,24 @@ class HitOut(BaseModel):
     metadata: dict[str, Any]
     passage: PassageRef
     ranks: Ranks
+    rerank_score: float | None = Field(None, description="cross-encoder score (the order) when reranked")
+
+
+class RerankInfo(BaseModel):
+    model: str = Field(..., description="the reranker directory")
+    status: Literal["ok", "timeout", "error"] = Field(
+        ..., description="ok: hits are in reranked order; timeout or error: in fused order, as without rerank"
+    )
+    top_n: int
+    scored: int = Field(..., description="pairs the cross-encoder scored")
+    took_ms: float
+    error: str | None = Field(None, description="why the fused order was kept")
 
 
 class SearchResponse(BaseModel):
     hits: list[HitOut]
     took_ms: float
+    rerank: RerankInfo | None = Field(None, description="how the rerank stage went, when one was asked for")
 
 
 class BatchSearchResponse(BaseModel):

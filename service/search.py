@@ -7,7 +7,7 @@ import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -35,12 +35,23 @@ class Hit:
     start: int
     end: int
     ranks: dict[str, int | None] = field(default_factory=dict)
+    rerank_score: float | None = None  # the cross-encoder's score, when the rerank stage scored this hit
 
 
 @dataclass(frozen=True)
 class SearchResult:
     hits: list[Hit]
     took_ms: float
+    rerank: Any = None  # what the rerank step reported (service.rerank.RerankOutcome), when one ran
+
+
+class RerankStep(Protocol):
+    """Rescores one query's fused hits (service.rerank.Reranking); returns the hits in their new order."""
+
+    @property
+    def top_n(self) -> int: ...
+
+    def __call__(self, query: str, hits: list[Hit]) -> tuple[list[Hit], Any]: ...
 
 
 PassageDocs = Callable[[np.ndarray], Mapping[int, Any]]  # passage ids -> {pid: document key}, existing only
@@ -156,16 +167,20 @@ def search_batch(
     weights: Mapping[str, float] | None = None,
     group_by_doc: bool = True,
     rescore: bool = True,
+    rerank: RerankStep | None = None,
 ) -> list[SearchResult]:
-    """Search many queries at once (one encoder batch, one FAISS call, one BM25 call)."""
+    """Search many queries at once (one encoder batch, one FAISS call, one BM25 call); with `rerank`, the
+    top `rerank.top_n` fused hits of each query are rescored before the k best are returned."""
     t0 = time.perf_counter()
     snap = collection.snapshot()
+    k_out, k = k, max(k, rerank.top_n) if rerank is not None else k  # fuse enough for the reranker
     n = max(k, depth) if mode == "hybrid" else k
     qv = None
     if mode in ("dense", "hybrid"):
         if embedder is None:
             raise ValueError("dense search needs the collection's embedder")
-        qv = embedder.encode_queries(list(queries))  # (nq, d)
+        # A contextual embedder encodes with the context the snapshot's vectors were made with.
+        qv = embedder.encode_queries(list(queries), context=snap.context)  # (nq, d)
 
     def rank(passage_docs: PassageDocs) -> list[tuple[Ranked, dict[str, dict[Any, int]]]]:
         runs: dict[str, list[Ranked]] = {}
@@ -200,7 +215,7 @@ def search_batch(
         passages = collection.docstore.passages(pids)
     took_ms = (time.perf_counter() - t0) * 1000.0
     out = []
-    for top, ranks in results:
+    for query, (top, ranks) in zip(queries, results, strict=True):
         hits = []
         for key, score, pid in top:
             p = passages.get(pid)
@@ -220,5 +235,9 @@ def search_batch(
                     ranks={name: ranks[name].get(key) if name in ranks else None for name in RUNS},
                 )
             )
-        out.append(SearchResult(hits=hits, took_ms=took_ms))
+        if rerank is None:
+            out.append(SearchResult(hits=hits[:k_out], took_ms=took_ms))
+            continue
+        hits, outcome = rerank(query, hits)  # after fusion and hydration: the reranker reads passage texts
+        out.append(SearchResult(hits=hits[:k_out], took_ms=took_ms + outcome.took_ms, rerank=outcome))
     return out

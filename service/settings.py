@@ -22,6 +22,9 @@ class Settings(IndexingSettings):
     small_dim: int = Field(256, ge=8, description="Matryoshka prefix dims of the small dense index")
     query_batch_max: int = Field(32, ge=1, description="most queries per encoder pass when micro-batching; 1: off")
     query_batch_wait_ms: float = Field(1.0, ge=0, le=100, description="how long a query waits for others to join")
+    reranker: str | None = Field(None, description="default reranker directory for /search rerank; loaded at start")
+    rerank_max_ms: float = Field(2000.0, gt=0, description="rerank time budget per query when a request sets none")
+    rerank_batch_size: int = Field(16, ge=1, description="(query, passage) pairs per cross-encoder pass")
     bm25_method: str = "lucene"
     bm25_k1: float = 1.2
     bm25_b: float = 0.75

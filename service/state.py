@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from indexing.bm25 import warm_up as warm_up_bm25
 from indexing.collection import CollectionStore
@@ -12,6 +12,7 @@ from indexing.jobs import JobStore
 from indexing.queue import InProcessQueue, JobQueue
 from indexing.redis_queue import RedisJobQueue
 from models import EmbedderCache
+from models.reranker import RerankerCache
 from service.batching import QueryEncoders
 from service.metrics import Metrics
 from service.settings import Settings
@@ -28,6 +29,7 @@ class AppState:
     embedders: EmbedderCache
     query_encoders: QueryEncoders
     metrics: Metrics
+    rerankers: RerankerCache = field(default_factory=RerankerCache)  # each loaded on first use (or in start)
     ready: bool = False
 
 
@@ -45,6 +47,7 @@ def build_state(settings: Settings) -> AppState:
             embedders=embedders,
             batch_size=settings.ingest_batch_size,
             commit_interval_s=settings.commit_interval_s,
+            context_refresh_fraction=settings.context_refresh_fraction,
         )
 
     queue: JobQueue
@@ -60,7 +63,8 @@ def build_state(settings: Settings) -> AppState:
         max_wait_ms=settings.query_batch_wait_ms,
         on_batch=metrics.encoder_batch.observe,
     )
-    return AppState(settings, collections, jobs, queue, embedders, encoders, metrics)
+    rerankers = RerankerCache(device=settings.device, precision=settings.precision)
+    return AppState(settings, collections, jobs, queue, embedders, encoders, metrics, rerankers)
 
 
 def start(state: AppState) -> None:
@@ -69,6 +73,9 @@ def start(state: AppState) -> None:
     log.info("loading embedder", extra={"embedder": state.settings.embedder})
     state.query_encoders.get(state.settings.embedder).encode_queries(["warm up"])
     warm_up_bm25()
+    if state.settings.reranker:  # the default reranker: loaded and run once now, not on a user's query
+        log.info("loading reranker", extra={"reranker": state.settings.reranker})
+        state.rerankers.get(state.settings.reranker).score("warm up", ["warm up"])
     for name in state.collections.names():
         outcome = state.collections.get(name).check_consistency()
         log.info("collection checked", extra={"collection": name, "outcome": outcome})

@@ -44,3 +44,28 @@ def tiny_embedder_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tok.save_pretrained(root)
     EmbedderConfig(pooling="mean", max_length=64).save(root)
     return root
+
+
+@pytest.fixture(scope="session")
+def tiny_cde_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random two-stage CDE (J = 4) with the MiniLM tokenizer."""
+    from transformers import BertConfig, BertTokenizerFast
+
+    from models import EmbedderConfig
+    from models.cde import CdeConfig, CdeModel
+    from models.loading import packaged_minilm_dir
+
+    root = tmp_path_factory.mktemp("tiny-cde")
+    tok = BertTokenizerFast.from_pretrained(packaged_minilm_dir(), local_files_only=True)
+    backbone = BertConfig(
+        vocab_size=tok.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+    )
+    CdeModel(CdeConfig.from_backbones(backbone, backbone, corpus_context_size=4)).save_pretrained(root)
+    tok.save_pretrained(root)
+    EmbedderConfig(pooling="mean", max_length=64).save(root)
+    return root

@@ -6,6 +6,7 @@ backends (`OnnxEmbedder`) reuse the tokenisation, batching, pooling and normalis
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections.abc import Mapping, Sequence
@@ -15,6 +16,7 @@ import numpy as np
 import torch
 from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
+from models.cde.context import CorpusContext
 from models.embedder.configuration_embedder import EmbedderConfig
 
 PRECISIONS = ("fp32", "bf16")
@@ -36,6 +38,13 @@ def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, config: EmbedderCon
     if config.normalize:
         pooled = torch.nn.functional.normalize(pooled, dim=-1)
     return pooled
+
+
+def _model_type(root: Path) -> str | None:
+    try:
+        return json.loads((root / "config.json").read_text()).get("model_type")
+    except (OSError, ValueError):
+        return None
 
 
 class Embedder:
@@ -94,6 +103,11 @@ class Embedder:
     def from_dir(cls, model_dir: str | os.PathLike[str], *, device: str = "cpu", precision: str = "fp32") -> Embedder:
         root = Path(model_dir)
         config = EmbedderConfig.from_dir(root)
+        if _model_type(root) == "vela_cde":
+            # Imported here: the CDE package registers its architecture with the Auto classes on import.
+            from models.cde.embedder import CdeEmbedder
+
+            return CdeEmbedder.from_dir(root, device=device, precision=precision)
         if config.backend == "onnx":
             # Imported here so that torch-only deployments never import onnxruntime.
             from models.embedder.onnx_embedder import OnnxEmbedder
@@ -108,11 +122,24 @@ class Embedder:
         """Longest input the model reads, in tokens (special tokens included)."""
         return min(self.config.max_length, self._max_positions)
 
-    def encode_queries(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
+    # A contextual embedder (CDE) encodes with a collection's corpus context; this one reads no context.
+    contextual = False
+
+    def encode_queries(
+        self, texts: Sequence[str], *, batch_size: int = 64, context: CorpusContext | None = None
+    ) -> np.ndarray:
+        self._refuse_context(context)
         return self._encode([self.config.query_prefix + t for t in texts], batch_size)
 
-    def encode_documents(self, texts: Sequence[str], *, batch_size: int = 32) -> np.ndarray:
+    def encode_documents(
+        self, texts: Sequence[str], *, batch_size: int = 32, context: CorpusContext | None = None
+    ) -> np.ndarray:
+        self._refuse_context(context)
         return self._encode([self.config.document_prefix + t for t in texts], batch_size)
+
+    def _refuse_context(self, context: CorpusContext | None) -> None:
+        if context is not None:
+            raise ValueError(f"embedder {self.name} is not contextual: it takes no corpus context")
 
     def _encode(self, texts: list[str], batch_size: int) -> np.ndarray:
         out = np.empty((len(texts), self.dim), dtype=np.float32)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -54,7 +56,7 @@ def test_a_lone_query_waits_at_most_the_window_and_multi_text_requests_stay_in_o
 class _Broken:
     name = "broken"
 
-    def encode_queries(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
+    def encode_queries(self, texts: Sequence[str], *, batch_size: int = 64, context: object = None) -> np.ndarray:
         raise ValueError("encoder exploded")
 
 
@@ -82,3 +84,37 @@ def test_max_batch_one_turns_batching_off(tiny_embedder_dir: Path) -> None:
         assert isinstance(first, MicroBatcher) and batched.get(str(tiny_embedder_dir)) is first
     finally:
         batched.stop()
+
+
+class _ContextEcho:
+    """Encodes a text as [context marker, len(text)] and records what each forward pass held."""
+
+    name = "echo"
+
+    def __init__(self) -> None:
+        self.passes: list[set[str | None]] = []
+
+    def encode_queries(self, texts: Sequence[str], *, batch_size: int = 64, context: Any = None) -> np.ndarray:
+        time.sleep(0.01)  # long enough that requests pile up behind a pass
+        self.passes.append({context.id if context is not None else None})
+        marker = float(context.vectors[0, 0]) if context is not None else -1.0
+        return np.array([[marker, len(t)] for t in texts], dtype=np.float32)
+
+
+def test_requests_share_a_pass_only_when_they_share_a_context() -> None:
+    from models.cde.context import CorpusContext
+
+    contexts = [None] + [CorpusContext(np.full((2, 2), i, np.float32), ("a", "b"), "fp") for i in (1, 2)]
+    echo = _ContextEcho()
+    batcher = MicroBatcher(echo, max_batch=64, max_wait_ms=20)  # type: ignore[arg-type]
+    try:
+        with ThreadPoolExecutor(12) as pool:
+            jobs = [(i, contexts[i % 3]) for i in range(36)]
+            futures = [pool.submit(batcher.encode_queries, ["x" * i], context=c) for i, c in jobs]
+            for (i, c), f in zip(jobs, futures, strict=True):
+                marker = -1.0 if c is None else float(c.vectors[0, 0])
+                np.testing.assert_array_equal(f.result(timeout=10), [[marker, i]])
+    finally:
+        batcher.stop()
+    assert all(len(p) == 1 for p in echo.passes)  # no pass mixed two contexts
+    assert len(echo.passes) < 36  # and requests of one context did share passes

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
@@ -9,6 +10,7 @@ from fastapi.concurrency import run_in_threadpool
 from indexing.collection import CollectionNotFound
 from service.deps import State
 from service.errors import ApiError
+from service.rerank import NoReranker, Reranking, UnknownReranker, prepare_rerank
 from service.schemas import (
     BatchSearchRequest,
     BatchSearchResponse,
@@ -16,6 +18,7 @@ from service.schemas import (
     HitOut,
     PassageRef,
     Ranks,
+    RerankInfo,
     SearchOptions,
     SearchRequest,
     SearchResponse,
@@ -38,10 +41,12 @@ def _to_response(result: SearchResult) -> SearchResponse:
                 metadata=h.metadata,
                 passage=PassageRef(id=h.passage_id, index=h.passage_index, start=h.start, end=h.end),
                 ranks=Ranks(dense=h.ranks.get("dense"), bm25=h.ranks.get("bm25")),
+                rerank_score=h.rerank_score,
             )
             for h in result.hits
         ],
         took_ms=result.took_ms,
+        rerank=RerankInfo(**dataclasses.asdict(result.rerank)) if result.rerank is not None else None,
     )
 
 
@@ -51,6 +56,22 @@ async def _run(state: AppState, opts: SearchOptions, queries: list[str]) -> list
     except CollectionNotFound as exc:
         raise ApiError(404, "collection_not_found", f"no collection named {opts.collection!r}") from exc
     embedder = state.query_encoders.get(coll.settings.embedder) if opts.mode != "bm25" else None
+    rerank: Reranking | None = None
+    if opts.rerank is not None:
+        try:  # loads the model on its first use: off the event loop
+            rerank = await run_in_threadpool(
+                prepare_rerank,
+                cache=state.rerankers,
+                model=opts.rerank.model,
+                default_model=state.settings.reranker,
+                top_n=opts.rerank.top_n,
+                max_ms=opts.rerank.max_ms or state.settings.rerank_max_ms,
+                batch_size=state.settings.rerank_batch_size,
+            )
+        except UnknownReranker as exc:
+            raise ApiError(422, "unknown_reranker", str(exc)) from exc
+        except NoReranker as exc:
+            raise ApiError(422, "no_reranker", str(exc)) from exc
     start = time.perf_counter()
     # Encoding and index scans are CPU work: keep them off the event loop.
     results = await run_in_threadpool(
@@ -66,7 +87,11 @@ async def _run(state: AppState, opts: SearchOptions, queries: list[str]) -> list
         weights={str(k): v for k, v in opts.weights.items()} if opts.weights else None,
         group_by_doc=opts.group_by_doc,
         rescore=opts.rescore,
+        rerank=rerank,
     )
+    for r in results:
+        if r.rerank is not None:
+            state.metrics.observe_rerank(status=r.rerank.status, pairs=r.rerank.scored, seconds=r.rerank.took_ms / 1000)
     state.metrics.search_latency.labels(opts.mode, opts.dim).observe(time.perf_counter() - start)
     state.metrics.search_queries.labels(opts.mode, opts.dim).inc(len(queries))
     return results

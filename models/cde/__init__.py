@@ -1,0 +1,15 @@
+"""Contextual document embeddings (CDE): configuration, model, and a collection's corpus context.
+
+Importing this package registers the architecture, so `AutoModel.from_pretrained(dir)` restores a saved CDE.
+"""
+
+from transformers import AutoConfig, AutoModel
+
+from models.cde.configuration_cde import CdeConfig
+from models.cde.context import CorpusContext
+from models.cde.modeling_cde import CdeModel
+
+AutoConfig.register(CdeConfig.model_type, CdeConfig, exist_ok=True)
+AutoModel.register(CdeConfig, CdeModel, exist_ok=True)
+
+__all__ = ["CdeConfig", "CdeModel", "CorpusContext"]

@@ -1,0 +1,62 @@
+"""Every recipe's command line: `--out DIR [--config FILE] [flags]`, recipe dataclass + HF TrainingArguments.
+
+A config file (JSON or YAML) holds the same keys as the flags; flags given on the command line win.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+# Our defaults where the HF ones do not fit contrastive fine-tuning of a small encoder.
+TRAINING_DEFAULTS: dict[str, Any] = {
+    "num_train_epochs": 1,  # the recipe's own `epochs` are in its batch plan (re-packed every epoch)
+    "learning_rate": 2e-5,
+    "warmup_ratio": 0.1,
+    "lr_scheduler_type": "linear",
+    "logging_steps": 5,
+    "save_strategy": "no",
+    "report_to": "none",
+    "remove_unused_columns": False,
+    "dataloader_num_workers": 0,
+}
+
+
+def _config_to_flags(path: Path) -> list[str]:
+    text = path.read_text()
+    if path.suffix in (".yaml", ".yml"):
+        import yaml
+
+        data = yaml.safe_load(text) or {}
+    else:
+        data = json.loads(text)
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: a config file holds one mapping of flag names to values")
+    flags: list[str] = []
+    for key, value in data.items():
+        if isinstance(value, bool):
+            flags += [f"--{key}", str(value).lower()]
+        elif isinstance(value, list):
+            flags += [f"--{key}", *map(str, value)]
+        else:
+            flags += [f"--{key}", str(value)]
+    return flags
+
+
+def parse_recipe_args(recipe_cls: type[T], argv: Sequence[str], *, prog: str) -> tuple[T, Any]:
+    from transformers import HfArgumentParser, TrainingArguments
+
+    argv = list(argv)
+    if "--config" in argv:
+        i = argv.index("--config")
+        path = Path(argv[i + 1])
+        argv = _config_to_flags(path) + argv[:i] + argv[i + 2 :]
+    argv = ["--output_dir" if a == "--out" else a for a in argv]
+    parser = HfArgumentParser((recipe_cls, TrainingArguments), prog=prog)  # type: ignore[arg-type]
+    parser.set_defaults(**TRAINING_DEFAULTS)
+    recipe, targs, *_ = parser.parse_args_into_dataclasses(args=argv)
+    return recipe, targs
