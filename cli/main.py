@@ -83,6 +83,7 @@ RECIPES: dict[str, tuple[str, str]] = {
     "contrastive": ("training.contrastive.cli", "bi-encoder, InfoNCE with in-batch negatives"),
     "cde": ("training.cde.cli", "contextual document embedder (two-stage), clustered batches"),
     "reranker": ("training.reranker.cli", "cross-encoder reranker (encoder, causal LM or Mamba backbone)"),
+    "condenser": ("training.condenser.cli", "Condenser MLM pretraining of an encoder (head dropped after)"),
 }
 
 

@@ -47,7 +47,10 @@ def _config_to_flags(path: Path) -> list[str]:
     return flags
 
 
-def parse_recipe_args(recipe_cls: type[T], argv: Sequence[str], *, prog: str) -> tuple[T, Any]:
+def parse_recipe_args(
+    recipe_cls: type[T], argv: Sequence[str], *, prog: str, defaults: dict[str, Any] | None = None
+) -> tuple[T, Any]:
+    """(recipe args, TrainingArguments); `defaults` overrides TRAINING_DEFAULTS for one recipe."""
     from transformers import HfArgumentParser, TrainingArguments
 
     argv = list(argv)
@@ -57,6 +60,6 @@ def parse_recipe_args(recipe_cls: type[T], argv: Sequence[str], *, prog: str) ->
         argv = _config_to_flags(path) + argv[:i] + argv[i + 2 :]
     argv = ["--output_dir" if a == "--out" else a for a in argv]
     parser = HfArgumentParser((recipe_cls, TrainingArguments), prog=prog)  # type: ignore[arg-type]
-    parser.set_defaults(**TRAINING_DEFAULTS)
+    parser.set_defaults(**{**TRAINING_DEFAULTS, **(defaults or {})})
     recipe, targs, *_ = parser.parse_args_into_dataclasses(args=argv)
     return recipe, targs

@@ -47,7 +47,7 @@ def test_train_writes_an_embedder_that_loads_in_one_call(
     assert vela(argv) == 0
     record = json.loads((out / "training_args.json").read_text())
     assert record["steps"] == 2 and record["recipe_args"]["batch_size"] == 6  # the flag beats the config file
-    assert record["command"].startswith(f"vela train {recipe}") and record["pairs"] == 48
+    assert record["command"].startswith(f"vela train {recipe} --out") and record["pairs"] == 48
     emb = load_embedder(out)
     assert isinstance(emb, CdeEmbedder) == (recipe == "cde")
     vecs = emb.encode_documents(["insulin study"])

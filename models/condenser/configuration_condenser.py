@@ -1,0 +1,44 @@
+"""Configuration of Condenser pretraining (Gao & Callan 2021): a BERT-family backbone split into early and late
+layers, plus a small head that reads [late CLS ; early token states] and predicts masked tokens.
+
+Only pretraining uses the head; what the trainer saves afterwards is the backbone alone, a plain encoder.
+"""
+
+from __future__ import annotations
+
+from huggingface_hub.dataclasses import strict
+from transformers import AutoConfig, PreTrainedConfig
+from transformers.configuration_utils import SubConfigSpec
+
+
+@strict
+class CondenserConfig(PreTrainedConfig):
+    model_type = "vela_condenser"
+    sub_configs_defaults = {"backbone": SubConfigSpec(config_class=AutoConfig, model_type="bert")}
+
+    backbone: PreTrainedConfig | dict | None = None
+    # L^e: backbone layers whose output the head skip-connects to (0: half of the backbone, as the paper's 6/6).
+    early_layers: int = 0
+    # L^h: Transformer layers of the head (the paper uses 2), freshly initialised.
+    head_layers: int = 2
+    # Weight of the backbone-MLM constraint (Eq. 10) in L = L_mlm + w * L_mlm^c (the paper: w = 1).
+    backbone_mlm_weight: float = 1.0
+
+    def validate_architecture(self) -> None:
+        if self.backbone is None:
+            return  # filled in before use; `resolved_early_layers` refuses to run without it
+        n = int(getattr(self.backbone, "num_hidden_layers", 0))
+        if n < 2:
+            raise ValueError(f"a Condenser needs a backbone of at least 2 layers, got {n}")
+        if not 0 <= self.early_layers < n:
+            raise ValueError(f"early_layers must be in [1, {n - 1}] (0: half), got {self.early_layers}")
+        if self.head_layers < 1:
+            raise ValueError(f"head_layers must be >= 1, got {self.head_layers}")
+        if self.backbone_mlm_weight < 0:
+            raise ValueError(f"backbone_mlm_weight must be >= 0, got {self.backbone_mlm_weight}")
+
+    @property
+    def resolved_early_layers(self) -> int:
+        if self.backbone is None:
+            raise ValueError("a CondenserConfig needs a backbone config")
+        return self.early_layers or int(getattr(self.backbone, "num_hidden_layers")) // 2  # noqa: B009
