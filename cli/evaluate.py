@@ -41,9 +41,10 @@ def evaluate(
     rescore: bool = True,
     rerank: str | None = None,
     rerank_top_n: int = 50,
+    precision: str | None = None,
 ) -> dict[str, Any]:
     t0 = time.time()
-    settings = Settings()
+    settings = Settings() if precision is None else Settings(precision=precision)
     update: dict[str, Any] = {"data_dir": workdir or settings.data_dir / "eval"}
     if embedder:
         update["embedder"] = embedder
@@ -128,6 +129,7 @@ def evaluate(
         "queries": len(qids),
         "split": split,
         "embedder": model_dir,
+        "precision": settings.precision,
         **extra,
     }
 
@@ -201,6 +203,7 @@ def main(args: argparse.Namespace) -> int:
         rescore=not args.no_rescore,
         rerank=args.rerank,
         rerank_top_n=args.rerank_top_n,
+        precision=args.precision,
     )
     result["command"] = "vela " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     print_table(result)

@@ -36,6 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--workdir", default=None, help="where the eval collection lives (default <data dir>/eval)")
     ev.add_argument("--rerank", default=None, metavar="DIR", help="rerank each mode's top N with this reranker")
     ev.add_argument("--rerank-top-n", type=int, default=50, help="hits the reranker rescores (default 50)")
+    ev.add_argument(
+        "--precision", choices=["fp32", "bf16"], default=None, help="encoders' precision (default VELA_PRECISION)"
+    )
     ev.set_defaults(func=_eval)
 
     onnx = sub.add_parser(

@@ -25,46 +25,21 @@ def beir_dir() -> Path:
 @pytest.fixture(scope="session")
 def tiny_embedder_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random BERT with the MiniLM tokenizer: fast enough to embed thousands of documents in tests."""
-    from transformers import BertConfig, BertModel, BertTokenizerFast
+    from tests.tiny_models import save_tiny_bert
 
-    from models import EmbedderConfig
-    from models.loading import packaged_minilm_dir
-
-    root = tmp_path_factory.mktemp("tiny-embedder")
-    tok = BertTokenizerFast.from_pretrained(packaged_minilm_dir(), local_files_only=True)
-    cfg = BertConfig(
-        vocab_size=tok.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=128,
-    )
-    BertModel(cfg).save_pretrained(root)
-    tok.save_pretrained(root)
-    EmbedderConfig(pooling="mean", max_length=64).save(root)
-    return root
+    return save_tiny_bert(tmp_path_factory.mktemp("tiny-embedder"))
 
 
 @pytest.fixture(scope="session")
 def tiny_cde_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random two-stage CDE (J = 4) with the MiniLM tokenizer."""
-    from transformers import BertConfig, BertTokenizerFast
-
     from models import EmbedderConfig
     from models.cde import CdeConfig, CdeModel
-    from models.loading import packaged_minilm_dir
+    from tests.tiny_models import minilm_tokenizer, tiny_bert_config
 
     root = tmp_path_factory.mktemp("tiny-cde")
-    tok = BertTokenizerFast.from_pretrained(packaged_minilm_dir(), local_files_only=True)
-    backbone = BertConfig(
-        vocab_size=tok.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=128,
-    )
+    tok = minilm_tokenizer()
+    backbone = tiny_bert_config(vocab_size=tok.vocab_size)
     CdeModel(CdeConfig.from_backbones(backbone, backbone, corpus_context_size=4)).save_pretrained(root)
     tok.save_pretrained(root)
     EmbedderConfig(pooling="mean", max_length=64).save(root)

@@ -16,7 +16,7 @@ T = TypeVar("T")
 TRAINING_DEFAULTS: dict[str, Any] = {
     "num_train_epochs": 1,  # the recipe's own `epochs` are in its batch plan (re-packed every epoch)
     "learning_rate": 2e-5,
-    "warmup_ratio": 0.1,
+    "warmup_steps": 0,  # HF 5 has no warmup_ratio (a float < 1 here is a ratio); the figures ran without
     "lr_scheduler_type": "linear",
     "logging_steps": 5,
     "save_strategy": "no",
@@ -60,6 +60,10 @@ def parse_recipe_args(
         argv = _config_to_flags(path) + argv[:i] + argv[i + 2 :]
     argv = ["--output_dir" if a == "--out" else a for a in argv]
     parser = HfArgumentParser((recipe_cls, TrainingArguments), prog=prog)  # type: ignore[arg-type]
-    parser.set_defaults(**{**TRAINING_DEFAULTS, **(defaults or {})})
+    merged = {**TRAINING_DEFAULTS, **(defaults or {})}
+    known = {a.dest for a in parser._actions}
+    if unknown := sorted(set(merged) - known):  # argparse would ignore them silently
+        raise ValueError(f"defaults name no flag of {prog}: {unknown}")
+    parser.set_defaults(**merged)
     recipe, targs, *_ = parser.parse_args_into_dataclasses(args=argv)
     return recipe, targs

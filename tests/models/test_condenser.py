@@ -7,24 +7,16 @@ from pathlib import Path
 import pytest
 import torch
 from huggingface_hub.errors import StrictDataclassError
-from transformers import AutoModel, BertConfig, BertModel, BertTokenizerFast, DataCollatorForLanguageModeling
+from transformers import AutoModel, BertConfig, BertTokenizerFast, DataCollatorForLanguageModeling
 
 from models.condenser import CondenserConfig, CondenserForPretraining
-from models.loading import packaged_minilm_dir
+from tests.tiny_models import save_tiny_bert
 
 
 @pytest.fixture(scope="module")
 def backbone_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("tiny-bert4")
-    tok = BertTokenizerFast.from_pretrained(packaged_minilm_dir(), local_files_only=True)
-    cfg = BertConfig(
-        vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=4, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=64,
-    )  # fmt: skip
     torch.manual_seed(0)
-    BertModel(cfg).save_pretrained(root)
-    tok.save_pretrained(root)
-    return root
+    return save_tiny_bert(tmp_path_factory.mktemp("tiny-bert4"), layers=4)
 
 
 def _batch(root: Path) -> dict[str, torch.Tensor]:

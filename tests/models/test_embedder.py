@@ -6,28 +6,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from transformers import BertConfig, BertModel, BertTokenizerFast
 
 from models import EmbedderConfig, load_embedder, resolve_model_dir
-from models.loading import packaged_minilm_dir
+from tests.tiny_models import save_tiny_bert
 
 
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("tiny")
-    tok = BertTokenizerFast.from_pretrained(packaged_minilm_dir(), local_files_only=True)
-    cfg = BertConfig(
-        vocab_size=tok.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=128,
-    )
-    BertModel(cfg).save_pretrained(root)
-    tok.save_pretrained(root)
-    EmbedderConfig(pooling="cls", query_prefix="query: ", document_prefix="passage: ", max_length=64).save(root)
-    return root
+    config = EmbedderConfig(pooling="cls", query_prefix="query: ", document_prefix="passage: ", max_length=64)
+    return save_tiny_bert(tmp_path_factory.mktemp("tiny"), layers=2, embedder=config)
 
 
 def test_packaged_default_reads_sentence_transformers_files() -> None:

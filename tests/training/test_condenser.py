@@ -8,24 +8,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from transformers import AutoModel, BertConfig, BertModel, BertTokenizerFast
+from transformers import AutoModel
 
 from cli.main import main as vela
-from models import EmbedderConfig, load_embedder
-from models.loading import packaged_minilm_dir
+from models import load_embedder
+from tests.tiny_models import save_tiny_bert
 
 
 def test_pretraining_lowers_mlm_loss_and_saves_a_plain_encoder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    src = tmp_path / "bert"
-    tok = BertTokenizerFast.from_pretrained(packaged_minilm_dir(), local_files_only=True)
     torch.manual_seed(0)
-    cfg = BertConfig(
-        vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=64,
-    )  # fmt: skip
-    BertModel(cfg).save_pretrained(src)
-    tok.save_pretrained(src)
-    EmbedderConfig(pooling="mean", max_length=64).save(src)
+    src = save_tiny_bert(tmp_path / "bert", layers=2)
     words = ["insulin", "glucose", "blood", "cell", "study", "found", "levels", "patients", "trial", "dose"]
     docs = [{"_id": str(i), "title": "", "text": " ".join(words[(i + j) % 10] for j in range(40))} for i in range(60)]
     corpus = tmp_path / "corpus.jsonl"

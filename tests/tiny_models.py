@@ -1,0 +1,31 @@
+"""Tiny random BERT encoders with the MiniLM tokenizer, saved as model directories (no download)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from transformers import BertConfig, BertModel, BertTokenizerFast
+
+from models import EmbedderConfig
+from models.loading import packaged_minilm_dir
+
+
+def minilm_tokenizer() -> BertTokenizerFast:
+    return BertTokenizerFast.from_pretrained(packaged_minilm_dir(), local_files_only=True)
+
+
+def tiny_bert_config(*, layers: int = 1, vocab_size: int | None = None, **overrides: Any) -> BertConfig:
+    """32-wide, 2 heads: fast enough to embed thousands of documents in a test."""
+    kwargs = {"hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 128}
+    vocab = vocab_size if vocab_size is not None else minilm_tokenizer().vocab_size
+    return BertConfig(vocab_size=vocab, num_hidden_layers=layers, **{**kwargs, **overrides})
+
+
+def save_tiny_bert(root: Path, *, layers: int = 1, embedder: EmbedderConfig | None = None) -> Path:
+    """A BertModel directory with tokenizer and embedder config, loadable by `load_embedder` in one call."""
+    tok = minilm_tokenizer()
+    BertModel(tiny_bert_config(layers=layers, vocab_size=tok.vocab_size)).save_pretrained(root)
+    tok.save_pretrained(root)
+    (embedder or EmbedderConfig(pooling="mean", max_length=64)).save(root)
+    return root
