@@ -87,6 +87,8 @@ RECIPES: dict[str, tuple[str, str]] = {
     "cde": ("training.cde.cli", "contextual document embedder (two-stage), clustered batches"),
     "reranker": ("training.reranker.cli", "cross-encoder reranker (encoder, causal LM or Mamba backbone)"),
     "condenser": ("training.condenser.cli", "Condenser MLM pretraining of an encoder (head dropped after)"),
+    "moe": ("training.moe.cli", "sparse MoE embedder upcycled from a dense encoder, Matryoshka dims"),
+    "revela": ("training.revela.cli", "retriever trained through LM in-batch attention (--method replug: REPLUG)"),
 }
 
 

@@ -40,6 +40,14 @@ def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, config: EmbedderCon
     return pooled
 
 
+def truncate_embeddings(vectors: torch.Tensor, dim: int) -> torch.Tensor:
+    """Matryoshka: the first `dim` coordinates of each row (..., d), re-normalised to unit length. The
+    Matryoshka loss trains exactly this, so a `dim`-wide index must be built with it."""
+    if not 0 < dim <= vectors.shape[-1]:
+        raise ValueError(f"cannot truncate {vectors.shape[-1]}-d embeddings to {dim}")
+    return torch.nn.functional.normalize(vectors[..., :dim], dim=-1)
+
+
 def _model_type(root: Path) -> str | None:
     try:
         return json.loads((root / "config.json").read_text()).get("model_type")
@@ -108,6 +116,9 @@ class Embedder:
             from models.cde.embedder import CdeEmbedder
 
             return CdeEmbedder.from_dir(root, device=device, precision=precision)
+        if _model_type(root) == "vela_moe":
+            # Registers the MoE architecture with the Auto classes; it then loads like any encoder.
+            import models.moe  # noqa: F401
         if config.backend == "onnx":
             # Imported here so that torch-only deployments never import onnxruntime.
             from models.embedder.onnx_embedder import OnnxEmbedder

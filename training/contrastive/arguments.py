@@ -30,6 +30,22 @@ class ContrastiveArguments:
     grad_cache_chunk: int = field(default=8, metadata={"help": "texts per forward pass with grad_cache"})
     lora_r: int = field(default=0, metadata={"help": "LoRA rank through peft (0: full fine-tuning)"})
     lora_alpha: int = field(default=32)
+    # Teacher-scored data (training/data/hard_negatives.py); all off by default.
+    hard_negatives: int = field(default=0, metadata={"help": "H: mined hard negatives per query (Eq. 3-4)"})
+    teacher: str = field(default="", metadata={"help": "miner/filter: 'bm25' or an embedder (default: --surrogate)"})
+    mining_margin: float = field(default=0.95, metadata={"help": "negatives must score < pos_sim * margin (Eq. 5)"})
+    consistency_top_k: int = field(
+        default=0, metadata={"help": "keep a pair only if its document is in the teacher's top-k (0: off)"}
+    )
+    negatives_corpus: str = field(
+        default="", metadata={"help": "BEIR dir or JSONL whose documents join the pairs' own as the mining pool"}
+    )
+    share_hard_negatives: bool = field(
+        default=False, metadata={"help": "every query also scores the other queries' hard negatives"}
+    )
+    matryoshka_dims: list[int] = field(
+        default_factory=list, metadata={"help": "prefix dims trained besides the full one (Matryoshka; none: off)"}
+    )
 
     def __post_init__(self) -> None:
         if self.batching not in ("cluster", "random") or self.packing not in ("tsp", "random"):
@@ -38,3 +54,7 @@ class ContrastiveArguments:
             raise ValueError("batch_size must be >= 2 (in-batch negatives)")
         if self.epochs < 1 or self.grad_cache_chunk < 1:
             raise ValueError("epochs and grad_cache_chunk must be >= 1")
+        if self.hard_negatives < 0 or self.consistency_top_k < 0:
+            raise ValueError("hard_negatives and consistency_top_k must be >= 0")
+        if not 0.0 < self.mining_margin <= 1.0:
+            raise ValueError(f"mining_margin must be in (0, 1], got {self.mining_margin}")

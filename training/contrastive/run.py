@@ -22,28 +22,38 @@ def train_recipe(
     trainer_cls: type,
     save_weights: Callable[[Any, Path], None],
 ) -> int:
-    from training.contrastive.collator import PairCollator
     from training.contrastive.dataset import BatchPlan, build_dataset
     from training.contrastive.trainer import save_run
-    from training.losses.infonce import InfoNCELoss
+    from training.moe.collator import HardNegativeCollator
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     cargs: Any
     cargs, targs = parse_recipe_args(args_cls, argv, prog=f"vela train {name}")
     model, tokenizer, emb_config = build(cargs)
     data = build_dataset(cargs, targs.seed)
+    data, mined = teacher_step(data, cargs, targs.seed)
     plan = BatchPlan(data, cargs, targs.seed)
     logging.getLogger("vela.train").info(
         "%d pairs, %d steps, mean in-batch negative similarity %s", len(data), len(plan), plan.hardness
     )
-    collator = PairCollator(data, tokenizer, emb_config, cargs.query_max_length, cargs.doc_max_length, cargs.fn_margin)
+    collator = HardNegativeCollator(
+        data,
+        tokenizer,
+        emb_config,
+        cargs.query_max_length,
+        cargs.doc_max_length,
+        cargs.fn_margin,
+        mined=mined,
+        share_hard_negatives=cargs.share_hard_negatives,
+    )
+    loss_fn, emb_config = make_loss(cargs, model, emb_config)
     trainer = trainer_cls(
         model=model,
         args=targs,
         train_dataset=data,
         data_collator=collator,
         plan=plan,
-        loss_fn=InfoNCELoss(cargs.temperature),
+        loss_fn=loss_fn,
         cargs=cargs,
     )
     t0 = time.time()
@@ -58,3 +68,41 @@ def train_recipe(
     save_run(out, cargs=cargs, targs=targs, command=command, plan=plan, data=data, trainer=trainer, seconds=seconds)
     print(f"saved embedder to {out}")
     return 0
+
+
+def teacher_step(data: Any, cargs: Any, seed: int) -> tuple[Any, Any]:
+    """Consistency filtering and hard-negative mining with the teacher, when asked: (pairs kept, mined or None)."""
+    if not (cargs.hard_negatives or cargs.consistency_top_k):
+        return data, None
+    from training.contrastive.dataset import PairDataset
+    from training.data.hard_negatives import build_pool, load_teacher, mine
+
+    pool = build_pool(data.pairs, cargs.negatives_corpus or None)
+    teacher = load_teacher(cargs.teacher or cargs.surrogate, pool)
+    mined = mine(
+        data.pairs,
+        pool,
+        teacher,
+        hard_negatives=cargs.hard_negatives,
+        margin=cargs.mining_margin,
+        consistency_top_k=cargs.consistency_top_k,
+        seed=seed,
+    )
+    rows = mined.keep.nonzero()[0]
+    kept = PairDataset([data.pairs[i] for i in rows], data.q_vecs[rows], data.d_vecs[rows])
+    return kept, (mined.subset(rows) if cargs.hard_negatives else None)
+
+
+def make_loss(cargs: Any, model: Any, emb_config: Any) -> tuple[Any, Any]:
+    """InfoNCE, or Matryoshka InfoNCE whose dims (full dim first) are then recorded in the embedder config."""
+    from models import EmbedderConfig
+    from training.losses.infonce import InfoNCELoss
+    from training.losses.matryoshka import MatryoshkaInfoNCELoss, resolve_dims
+
+    dims = [m for m in cargs.matryoshka_dims if m > 0]
+    if not dims:
+        return InfoNCELoss(cargs.temperature), emb_config
+    full = getattr(model.config, "hidden_size", None) or model.hidden_size
+    trained = resolve_dims(dims, int(full))
+    emb_config = EmbedderConfig.from_dict({**emb_config.to_dict(), "matryoshka_dims": list(trained)})
+    return MatryoshkaInfoNCELoss(trained, cargs.temperature), emb_config

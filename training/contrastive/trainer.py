@@ -20,6 +20,7 @@ from models.embedder.modeling_embedder import pool
 from training.contrastive.arguments import ContrastiveArguments
 from training.contrastive.dataset import BatchPlan, PairDataset
 from training.losses.infonce import InfoNCELoss
+from training.losses.matryoshka import MatryoshkaInfoNCELoss
 
 
 class BiEncoder(nn.Module):
@@ -61,7 +62,14 @@ def build(args: ContrastiveArguments) -> tuple[BiEncoder, Any, EmbedderConfig]:
 class ContrastiveTrainer(Trainer):
     """The HF Trainer with our loss and our batch plan (clustered batches must stay whole)."""
 
-    def __init__(self, *a: Any, plan: BatchPlan, loss_fn: InfoNCELoss, cargs: ContrastiveArguments, **kw: Any):
+    def __init__(
+        self,
+        *a: Any,
+        plan: BatchPlan,
+        loss_fn: InfoNCELoss | MatryoshkaInfoNCELoss,
+        cargs: ContrastiveArguments,
+        **kw: Any,
+    ):
         super().__init__(*a, **kw)
         self.plan = plan
         self.loss_fn = loss_fn
@@ -79,6 +87,23 @@ class ContrastiveTrainer(Trainer):
     def embed(self, model: nn.Module, inputs: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
         """(queries (B, d), documents (B, d)); the CDE trainer overrides this with its two stages."""
         return model(**inputs["queries"]), model(**inputs["documents"])
+
+    def training_step(self, model: nn.Module, inputs: dict[str, Any], num_items_in_batch: Any = None) -> torch.Tensor:
+        if not self.cargs.grad_cache or type(self).embed is not ContrastiveTrainer.embed:
+            return super().training_step(model, inputs, num_items_in_batch)
+        # Imported here: the MoE trainer builds on this module; its cached step serves dense bi-encoders too.
+        from training.moe.trainer import cached_step
+
+        model.train()
+        inputs = self._prepare_inputs(inputs)
+        loss, _ = cached_step(
+            self.accelerator.unwrap_model(model),
+            inputs,
+            self.loss_fn.compute_loss_from_embeddings,
+            self.cargs.grad_cache_chunk,
+            backward=self.accelerator.backward,
+        )
+        return loss / self.args.gradient_accumulation_steps
 
     def compute_loss(
         self,

@@ -1,0 +1,1 @@
+"""Revela: self-supervised retriever training through language modelling with in-batch attention."""
