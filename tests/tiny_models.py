@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -28,4 +29,20 @@ def save_tiny_bert(root: Path, *, layers: int = 1, embedder: EmbedderConfig | No
     BertModel(tiny_bert_config(layers=layers, vocab_size=tok.vocab_size)).save_pretrained(root)
     tok.save_pretrained(root)
     (embedder or EmbedderConfig(pooling="mean", max_length=64)).save(root)
+    return root
+
+
+def write_topic_corpus(root: Path) -> Path:
+    """A BEIR folder of 24 short documents on 6 topics (titles and two-sentence bodies), for miners and trainers."""
+    root.mkdir()
+    topics = ["insulin", "graphene", "tides", "appeals", "volcano", "enzymes"]
+    docs = [
+        {
+            "_id": f"d{i}",
+            "title": f"On {topics[i % 6]} number {i}",
+            "text": f"{topics[i % 6]} study {i}. It found things.",
+        }
+        for i in range(24)
+    ]
+    (root / "corpus.jsonl").write_text("\n".join(json.dumps(d) for d in docs))
     return root

@@ -12,7 +12,7 @@ import torch
 
 from models import EmbedderConfig, load_embedder
 from models.moe import MoeModel
-from tests.tiny_models import minilm_tokenizer, save_tiny_bert
+from tests.tiny_models import minilm_tokenizer, save_tiny_bert, write_topic_corpus
 from training.contrastive.dataset import PairDataset
 from training.data.hard_negatives import BM25Teacher, DocumentPool, build_pool, mine, positive_aware_threshold
 from training.data.pairs import Pair
@@ -188,28 +188,13 @@ def test_gradient_cache_serves_the_dense_bi_encoder_too(dense_dir: Path) -> None
             torch.testing.assert_close(p.grad, want[n], atol=2e-5, rtol=1e-4, msg=n)
 
 
-def _corpus(root: Path) -> Path:
-    root.mkdir()
-    topics = ["insulin", "graphene", "tides", "appeals", "volcano", "enzymes"]
-    docs = [
-        {
-            "_id": f"d{i}",
-            "title": f"On {topics[i % 6]} number {i}",
-            "text": f"{topics[i % 6]} study {i}. It found things.",
-        }
-        for i in range(24)
-    ]
-    (root / "corpus.jsonl").write_text("\n".join(json.dumps(d) for d in docs))
-    return root
-
-
 def test_train_moe_cli_writes_a_matryoshka_moe_embedder_that_loads_in_one_call(dense_dir: Path, tmp_path: Path) -> None:
     from training.moe.cli import main
 
     out = tmp_path / "out"
     argv = [
         "--out", str(out), "--model", str(dense_dir), "--surrogate", str(dense_dir),
-        "--pairs", f"mine:{_corpus(tmp_path / 'corpus')}", "--batch_size", "4", "--max_steps", "2",
+        "--pairs", f"mine:{write_topic_corpus(tmp_path / 'corpus')}", "--batch_size", "4", "--max_steps", "2",
         "--doc_max_length", "32", "--logging_steps", "1", "--num_experts", "4", "--matryoshka_dims", "16", "256",
         "--hard_negatives", "2", "--consistency_top_k", "5",
         "--grad_cache", "true", "--grad_cache_chunk", "3",
@@ -232,7 +217,7 @@ def test_train_contrastive_cli_takes_hard_negatives_and_matryoshka(dense_dir: Pa
     out = tmp_path / "out"
     argv = [
         "--out", str(out), "--model", str(dense_dir), "--surrogate", str(dense_dir),
-        "--pairs", f"mine:{_corpus(tmp_path / 'corpus')}", "--batch_size", "4", "--max_steps", "1",
+        "--pairs", f"mine:{write_topic_corpus(tmp_path / 'corpus')}", "--batch_size", "4", "--max_steps", "1",
         "--doc_max_length", "32", "--matryoshka_dims", "8", "--hard_negatives", "1",
     ]  # fmt: skip
     assert main(argv) == 0

@@ -11,28 +11,14 @@ import pytest
 from cli.main import main as vela
 from models import load_embedder
 from models.cde.embedder import CdeEmbedder
-
-
-def _corpus(root: Path) -> Path:
-    root.mkdir()
-    topics = ["insulin", "graphene", "tides", "appeals", "volcano", "enzymes"]
-    docs = [
-        {
-            "_id": f"d{i}",
-            "title": f"On {topics[i % 6]} number {i}",
-            "text": f"{topics[i % 6]} study {i}. It found things.",
-        }
-        for i in range(24)
-    ]
-    (root / "corpus.jsonl").write_text("\n".join(json.dumps(d) for d in docs))
-    return root
+from tests.tiny_models import write_topic_corpus
 
 
 @pytest.mark.parametrize("recipe", ["contrastive", "cde"])
 def test_train_writes_an_embedder_that_loads_in_one_call(
     recipe: str, tmp_path: Path, tiny_embedder_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    corpus = _corpus(tmp_path / "corpus")
+    corpus = write_topic_corpus(tmp_path / "corpus")
     out = tmp_path / "out"
     config = tmp_path / "recipe.json"
     config.write_text(json.dumps({"batch_size": 8, "max_steps": 2, "learning_rate": 1e-4}))
