@@ -13,12 +13,12 @@ import torch
 from models import EmbedderConfig, load_embedder
 from models.moe import MoeModel
 from tests.tiny_models import minilm_tokenizer, save_tiny_bert, write_topic_corpus
+from training.contrastive.collator import HardNegativeCollator
 from training.contrastive.dataset import PairDataset
 from training.data.hard_negatives import BM25Teacher, DocumentPool, build_pool, mine, positive_aware_threshold
 from training.data.pairs import Pair
 from training.losses.infonce import InfoNCELoss
 from training.losses.matryoshka import MatryoshkaInfoNCELoss, resolve_dims
-from training.moe.collator import HardNegativeCollator
 from training.moe.trainer import MoeBiEncoder, cached_step
 
 PAIRS = [Pair("q0", "doc a", "q0", "a"), Pair("q0", "doc b", "q0", "b"), Pair("q1", "doc c", "q1", "c")]

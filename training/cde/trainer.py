@@ -18,6 +18,7 @@ from models import EmbedderConfig, resolve_model_dir
 from models.cde import CdeConfig, CdeModel
 from training.cde.arguments import CdeArguments
 from training.contrastive.trainer import ContrastiveTrainer
+from training.grad_cache import RngState, split_inputs
 
 
 def build(args: CdeArguments) -> tuple[CdeModel, Any, EmbedderConfig]:
@@ -46,24 +47,6 @@ def context_subset(n_docs: int, j: int, generator: torch.Generator | None = None
     if n_docs <= j:
         return torch.arange(n_docs)
     return torch.randperm(n_docs, generator=generator)[:j]
-
-
-def _chunks(inputs: dict[str, torch.Tensor], size: int) -> list[dict[str, torch.Tensor]]:
-    n = inputs["input_ids"].shape[0]
-    return [{k: v[i : i + size] for k, v in inputs.items()} for i in range(0, n, size)]
-
-
-class _Rng:
-    """Saves the RNG state before a no-grad pass so the grad pass replays the same dropout masks."""
-
-    def __init__(self) -> None:
-        self.cpu = torch.get_rng_state()
-        self.cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
-
-    def restore(self) -> None:
-        torch.set_rng_state(self.cpu)
-        if self.cuda is not None:
-            torch.cuda.set_rng_state_all(self.cuda)
 
 
 class CdeTrainer(ContrastiveTrainer):
@@ -118,22 +101,22 @@ def cached_step(
     Dropout masks replay exactly (RNG state saved per chunk), so the gradients equal the uncached ones.
     """
     ctx_inputs, drop = context_inputs
-    ctx_chunks = _chunks(ctx_inputs, chunk)
-    ctx_states: list[_Rng] = []
+    ctx_chunks = split_inputs(ctx_inputs, chunk)
+    ctx_states: list[RngState] = []
     ctx_parts = []
     with torch.no_grad():
         for part in ctx_chunks:
-            ctx_states.append(_Rng())  # taken just before the pass it replays
+            ctx_states.append(RngState())  # taken just before the pass it replays
             ctx_parts.append(model.embed_context(**part))
     context = torch.cat(ctx_parts)  # (J, d1)
     # Step 1 for M2 with the context as a leaf that collects dL/dC in step 3.
     context_leaf = context.detach().requires_grad_(True)
     reps: dict[str, list[torch.Tensor]] = {"queries": [], "documents": []}
-    states: dict[str, list[_Rng]] = {"queries": [], "documents": []}
+    states: dict[str, list[RngState]] = {"queries": [], "documents": []}
     with torch.no_grad():
         for side in ("queries", "documents"):
-            for part in _chunks(inputs[side], chunk):
-                states[side].append(_Rng())
+            for part in split_inputs(inputs[side], chunk):
+                states[side].append(RngState())
                 reps[side].append(model(**part, context=context_leaf, dropout_mask=drop))
     q = torch.cat(reps["queries"]).detach().requires_grad_(True)  # (B, d)
     d = torch.cat(reps["documents"]).detach().requires_grad_(True)  # (B, d)
@@ -142,7 +125,7 @@ def cached_step(
     assert q.grad is not None and d.grad is not None
     grads = {"queries": q.grad.split(chunk), "documents": d.grad.split(chunk)}
     for side in ("queries", "documents"):  # step 3
-        for state, part, grad in zip(states[side], _chunks(inputs[side], chunk), grads[side], strict=True):
+        for state, part, grad in zip(states[side], split_inputs(inputs[side], chunk), grads[side], strict=True):
             state.restore()
             out = model(**part, context=context_leaf, dropout_mask=drop)  # (c, d)
             backward((out * grad).sum())

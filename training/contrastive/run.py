@@ -22,9 +22,9 @@ def train_recipe(
     trainer_cls: type,
     save_weights: Callable[[Any, Path], None],
 ) -> int:
+    from training.contrastive.collator import HardNegativeCollator
     from training.contrastive.dataset import BatchPlan, build_dataset
     from training.contrastive.trainer import save_run
-    from training.moe.collator import HardNegativeCollator
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     cargs: Any

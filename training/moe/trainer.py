@@ -22,8 +22,8 @@ from transformers import AutoTokenizer
 from models import EmbedderConfig, resolve_model_dir
 from models.embedder.modeling_embedder import _model_type, pool
 from models.moe import MoeModel
-from training.cde.trainer import _chunks, _Rng
 from training.contrastive.trainer import ContrastiveTrainer
+from training.grad_cache import RngState, split_inputs
 from training.moe.arguments import MoeArguments
 
 log = logging.getLogger("vela.train")
@@ -144,13 +144,13 @@ def cached_step(
     A dense bi-encoder (whose forward returns the embeddings) works too: it has no aux loss.
     """
     reps: dict[str, list[torch.Tensor]] = {s: [] for s in SIDES}
-    states: dict[str, list[_Rng]] = {s: [] for s in SIDES}
+    states: dict[str, list[RngState]] = {s: [] for s in SIDES}
     stats: dict[str, tuple[torch.Tensor, torch.Tensor] | None] = {}
     with torch.no_grad():
         for side in SIDES:
             counts, tokens = [], []
-            for part in _chunks(inputs[side], chunk):
-                states[side].append(_Rng())  # taken just before the pass it replays
+            for part in split_inputs(inputs[side], chunk):
+                states[side].append(RngState())  # taken just before the pass it replays
                 out = _encode(model, part, None)
                 reps[side].append(out.embeddings)
                 if out.router_counts is not None and out.router_tokens is not None:
@@ -165,7 +165,7 @@ def cached_step(
     grads = {"queries": q.grad.split(chunk), "documents": d.grad.split(chunk)}
     aux = loss.new_zeros(())
     for side in SIDES:  # step 3
-        for state, part, grad in zip(states[side], _chunks(inputs[side], chunk), grads[side], strict=True):
+        for state, part, grad in zip(states[side], split_inputs(inputs[side], chunk), grads[side], strict=True):
             state.restore()
             out = _encode(model, part, stats[side])
             backward((out.embeddings * grad).sum() + out.aux_loss / 2)
