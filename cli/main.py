@@ -78,6 +78,7 @@ BENCHES: dict[str, tuple[str, str]] = {
     "ingest-latency": ("bench.ingest_latency", "search p99 while a large ingest runs vs idle"),
     "ingest-rss": ("bench.ingest_rss", "peak RSS of large ingests"),
     "onnx": ("bench.onnx_parity", "ONNX int8 encoder vs torch: cosine and latency"),
+    "moe-throughput": ("bench.moe_throughput", "upcycled MoE embedder vs its dense source: encode texts/s"),
 }
 
 
