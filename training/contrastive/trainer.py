@@ -96,14 +96,18 @@ class ContrastiveTrainer(Trainer):
 
         model.train()
         inputs = self._prepare_inputs(inputs)
-        loss, _ = cached_step(
+        loss, aux = cached_step(
             self.accelerator.unwrap_model(model),
             inputs,
             self.loss_fn.compute_loss_from_embeddings,
             self.cargs.grad_cache_chunk,
             backward=self.accelerator.backward,
         )
+        self.record_aux_loss(aux)
         return loss / self.args.gradient_accumulation_steps
+
+    def record_aux_loss(self, aux: torch.Tensor) -> None:
+        """The cached step's auxiliary (MoE load-balancing) part of the loss; dense models have none."""
 
     def compute_loss(
         self,

@@ -105,20 +105,8 @@ class MoeTrainer(ContrastiveTrainer):
         self._aux.append(float(aux.detach()))
         return (loss, {"q": q.embeddings, "d": d.embeddings}) if return_outputs else loss
 
-    def training_step(self, model: nn.Module, inputs: dict[str, Any], num_items_in_batch: Any = None) -> torch.Tensor:
-        if not self.cargs.grad_cache:
-            return super().training_step(model, inputs, num_items_in_batch)
-        model.train()
-        inputs = self._prepare_inputs(inputs)
-        loss, aux = cached_step(
-            self.accelerator.unwrap_model(model),
-            inputs,
-            self.loss_fn.compute_loss_from_embeddings,
-            self.cargs.grad_cache_chunk,
-            backward=self.accelerator.backward,
-        )
+    def record_aux_loss(self, aux: torch.Tensor) -> None:
         self._aux.append(float(aux))
-        return loss / self.args.gradient_accumulation_steps
 
     def log(self, logs: dict[str, float], *args: Any, **kwargs: Any) -> None:
         if self._aux and "loss" in logs:
