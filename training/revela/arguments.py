@@ -36,6 +36,9 @@ class RevelaArguments:
     )
     max_batches: int = field(default=0, metadata={"help": "train on a seeded sample of this many batches (0: all)"})
     max_docs: int = field(default=0, metadata={"help": "read at most this many documents per corpus (0: all)"})
+    max_minutes: float = field(
+        default=0.0, metadata={"help": "stop after this much training wall-clock time (0: no budget)"}
+    )
     sim_text: str = field(
         default="", metadata={"help": "query side of Sim: half (first half of the chunk) or full; empty: by text_kind"}
     )
@@ -68,6 +71,8 @@ class RevelaArguments:
             raise ValueError("batch_size must be >= 3: each chunk needs at least two others to weigh")
         if self.chunk_words < 2 or not 0 < self.min_chunk_words <= self.chunk_words:
             raise ValueError("need 0 < min_chunk_words <= chunk_words")
+        if self.max_minutes < 0:
+            raise ValueError("max_minutes must be >= 0")
         if self.pooling not in ("", "mean", "cls", "last"):
             raise ValueError("pooling must be mean, cls or last (empty: keep the retriever's)")
         self.temperature = self.temperature or DEFAULT_TEMPERATURE[self.method]

@@ -42,6 +42,7 @@ def main(argv: Sequence[str]) -> int:
     from training.revela.modeling import RetrieverLM, RevelaModel, load_lm, load_retriever
     from training.revela.replug import ReplugCollator, ReplugModel
     from training.revela.trainer import RevelaTrainer
+    from training.time_budget import TimeBudgetCallback
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     log = logging.getLogger("vela.train")
@@ -87,12 +88,14 @@ def main(argv: Sequence[str]) -> int:
         )
     else:
         model = RevelaModel(retriever, lm, temperature=cargs.temperature, eps=cargs.v_norm_eps)
+    budget = TimeBudgetCallback(cargs.max_minutes) if cargs.max_minutes else None
     trainer = RevelaTrainer(
         model=model,
         args=targs,
         train_dataset=ChunkDataset(data),
         data_collator=collator,
         batch_order=BatchOrder(data.batches, targs.seed),
+        callbacks=[budget] if budget else None,
     )
     t0 = time.time()
     trainer.train()
@@ -116,6 +119,7 @@ def main(argv: Sequence[str]) -> int:
         "loss_last": history[-1]["loss"] if history else None,
         "log_history": trainer.state.log_history,
         "train_seconds": round(seconds, 1),
+        "stopped_by_time_budget": bool(budget and budget.stopped_early),
         "finished_at": time.time(),
     }
     tmp = out / "training_args.json.tmp"
