@@ -23,6 +23,12 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--data-dir", default=None, help="data directory shared with the API")
     worker.set_defaults(func=_worker)
 
+    ingest = sub.add_parser(
+        "ingest", help="load a corpus (BEIR folder or JSONL) into a collection, here or on Ray (--ray ADDRESS)"
+    )
+    _add_ingest_arguments(ingest)
+    ingest.set_defaults(func=_ingest)
+
     ev = sub.add_parser("eval", help="ingest a BEIR-layout dataset and score retrieval (NDCG@10, R@100, MRR@10)")
     ev.add_argument("--data", required=True, help="BEIR folder: corpus.jsonl, queries.jsonl, qrels/<split>.tsv")
     ev.add_argument("--modes", default="bm25,dense,hybrid", help="comma-separated: bm25, dense, hybrid")
@@ -79,6 +85,7 @@ BENCHES: dict[str, tuple[str, str]] = {
     "ingest-rss": ("bench.ingest_rss", "peak RSS of large ingests"),
     "onnx": ("bench.onnx_parity", "ONNX int8 encoder vs torch: cosine and latency"),
     "moe-throughput": ("bench.moe_throughput", "upcycled MoE embedder vs its dense source: encode texts/s"),
+    "ray-scifact": ("bench.ray_scifact", "sharded on a 2-node Ray cluster vs one node: top-10, ingest, fan-out"),
 }
 
 
@@ -120,6 +127,20 @@ def _worker(args: argparse.Namespace) -> int:
     from indexing.worker import main as worker_main
 
     return worker_main(name=args.name)
+
+
+def _add_ingest_arguments(parser: argparse.ArgumentParser) -> None:
+    from cli.ingest import add_arguments  # argparse and tqdm only: the heavy imports are in its main
+
+    add_arguments(parser)
+
+
+def _ingest(args: argparse.Namespace) -> int:
+    if args.data_dir:
+        os.environ["VELA_DATA_DIR"] = args.data_dir
+    from cli.ingest import main as ingest_main
+
+    return ingest_main(args)
 
 
 def _eval(args: argparse.Namespace) -> int:

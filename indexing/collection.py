@@ -31,6 +31,7 @@ from models.cde.context import CorpusContext
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 SETTINGS_FILE = "collection.json"
+MAX_SHARDS = 256  # a shard per actor: beyond this the fan-out, not the index, is what costs
 
 
 class CollectionNotFound(KeyError):
@@ -51,6 +52,11 @@ class CollectionSettings:
     bm25: BM25Params = field(default_factory=BM25Params)
     created_at: float = field(default_factory=time.time)
     dense_index: DenseIndexParams = field(default_factory=DenseIndexParams)
+    shards: int = 1  # > 1: documents split by a hash of their id over shard directories (indexing/shards.py)
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.shards <= MAX_SHARDS:
+            raise ValueError(f"shards must be between 1 and {MAX_SHARDS}, got {self.shards}")
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -69,6 +75,7 @@ class CollectionSettings:
             bm25=BM25Params.from_json(d["bm25"]),
             created_at=float(d["created_at"]),
             dense_index=DenseIndexParams.from_json(d.get("dense_index")),  # absent from older files
+            shards=int(d.get("shards", 1)),
         )
 
 
@@ -185,6 +192,20 @@ class Collection:
         self.docstore.close()
 
 
+def open_collection(root: Path, settings: CollectionSettings) -> Collection:
+    """A collection directory as its settings say: one doc store, or shards (each a collection directory)."""
+    if settings.shards == 1:
+        return Collection(root, settings)
+    from indexing.shards import ShardedCollection  # it builds on this module
+
+    return ShardedCollection(root, settings)
+
+
+def read_collection(root: Path) -> Collection:
+    """Open the collection directory at `root` on its own (a shard, from a process that holds no store)."""
+    return open_collection(root, CollectionSettings.from_json(json.loads((root / SETTINGS_FILE).read_text())))
+
+
 class CollectionStore:
     """All collections under `<data_dir>/collections/`, opened once and shared."""
 
@@ -208,7 +229,7 @@ class CollectionStore:
         if not NAME_RE.match(name) or not (root / SETTINGS_FILE).is_file():
             raise CollectionNotFound(name)
         settings = CollectionSettings.from_json(json.loads((root / SETTINGS_FILE).read_text()))
-        coll = self._open[name] = Collection(root, settings)
+        coll = self._open[name] = open_collection(root, settings)
         return coll
 
     def exists(self, name: str) -> bool:
@@ -229,7 +250,7 @@ class CollectionStore:
             # Build it aside and rename it into place, so a half-created collection is never seen.
             tmp = self.root / f".new-{uuid.uuid4().hex}"
             tmp.mkdir(parents=True)
-            coll = Collection(tmp, settings)
+            coll = open_collection(tmp, settings)
             coll.commit()
             coll.close()
             write_atomic(tmp / SETTINGS_FILE, json.dumps(settings.to_json(), indent=2).encode())

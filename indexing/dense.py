@@ -99,10 +99,22 @@ def rescore(full: faiss.Index, rows: np.ndarray, queries: np.ndarray, n: int) ->
     nq, s = rows.shape  # (nq, S)
     valid = rows >= 0
     vecs = full.reconstruct_batch(np.where(valid, rows, 0).ravel()).reshape(nq, s, -1)  # (nq, S, d)
-    scores = np.einsum("qsd,qd->qs", vecs, queries)  # (nq, S)
+    scores = exact_scores(vecs, queries)  # (nq, S)
     scores[~valid] = -np.inf
     # Stable, so equal full scores keep the shortlist's order (deterministic output).
     top = np.argsort(-scores, axis=1, kind="stable")[:, :n]  # (nq, n)
     top_rows = np.take_along_axis(rows, top, axis=1)  # (nq, n)
     top_scores = np.take_along_axis(scores, top, axis=1).astype(np.float32)  # (nq, n)
     return top_rows, top_scores
+
+
+def exact_scores(vecs: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """Inner products of each query with its rows, (nq, S, d) x (nq, d) -> (nq, S) float32, summed in float64.
+
+    FAISS's scores come out of a BLAS product whose rounding depends on how many rows the index holds; these
+    depend only on the two vectors, so a shard and the whole collection give bit-identical scores (and
+    equal scores order alike, by passage id: see service/search.py)."""
+    out = np.empty(vecs.shape[:2], dtype=np.float32)  # (nq, S)
+    for i in range(vecs.shape[0]):  # one query at a time: the float64 copy stays one query's rows (S, d)
+        out[i] = vecs[i].astype(np.float64) @ queries[i].astype(np.float64)  # (S,)
+    return out

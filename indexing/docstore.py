@@ -53,6 +53,9 @@ class StoredDocument:
     spans: Sequence[tuple[int, int]]  # (start, end) character offsets, one per passage
     embeddings: np.ndarray  # (P, d) float32, one row per span
     context_id: str = ""  # the corpus context the embeddings were made with (CDE collections)
+    # Passage ids first_pid, first_pid + 1, ...; None: the store's own autoincrement. A sharded collection
+    # numbers passages across its shards, as one store would (indexing/shards.py).
+    first_pid: int | None = None
 
 
 @dataclass(frozen=True)
@@ -120,9 +123,13 @@ class DocStore:
                 )
                 n_changed += 1
                 emb = np.ascontiguousarray(d.embeddings, dtype=np.float32)
+                first = d.first_pid
                 conn.executemany(
-                    "INSERT INTO passages(doc_id, idx, start, end, embedding) VALUES (?,?,?,?,?)",
-                    [(d.doc_id, i, s, e, emb[i].tobytes()) for i, (s, e) in enumerate(d.spans)],
+                    "INSERT INTO passages(pid, doc_id, idx, start, end, embedding) VALUES (?,?,?,?,?,?)",
+                    [
+                        (None if first is None else first + i, d.doc_id, i, s, e, emb[i].tobytes())
+                        for i, (s, e) in enumerate(d.spans)
+                    ],
                 )
             conn.execute("UPDATE meta SET value = value + ? WHERE key = 'doc_changes'", (n_changed,))
             seq = self._bump(conn)
@@ -183,6 +190,11 @@ class DocStore:
     def seq(self) -> int:
         """A counter bumped by every committed write: indexes record the seq they reflect."""
         return int(self._conn().execute("SELECT value FROM meta WHERE key = 'seq'").fetchone()[0])
+
+    def next_pid(self) -> int:
+        """The id AUTOINCREMENT would give the next passage (ids are never reused, even after deletes)."""
+        row = self._conn().execute("SELECT seq FROM sqlite_sequence WHERE name = 'passages'").fetchone()
+        return int(row[0]) + 1 if row else 1
 
     def doc_changes(self) -> int:
         """Documents written or deleted since the store was made (each upsert or delete counts once)."""

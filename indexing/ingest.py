@@ -9,11 +9,12 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from indexing.chunking import chunk_text
+from indexing.chunking import ChunkingParams, chunk_text
 from indexing.collection import Collection, CollectionNotFound, CollectionStore
 from indexing.context import commit_collection, ensure_context, maybe_refresh
 from indexing.docstore import StoredDocument, passage_text
 from indexing.jobs import TERMINAL, JobKind, JobStatus, JobStore
+from indexing.shards import ShardedCollection
 from models import Embedder, EmbedderCache
 from models.cde.context import CorpusContext
 
@@ -31,7 +32,17 @@ def prepare_documents(
 ) -> list[StoredDocument]:
     """Chunk every document and embed all passages of the batch in one pass (with the collection's corpus
     context when the embedder is contextual)."""
-    chunking = coll.settings.chunking
+    return chunk_and_embed(docs, chunking=coll.settings.chunking, embedder=embedder, context=context)
+
+
+def chunk_and_embed(
+    docs: Sequence[dict[str, Any]],
+    *,
+    chunking: ChunkingParams,
+    embedder: Embedder,
+    context: CorpusContext | None = None,
+) -> list[StoredDocument]:
+    """prepare_documents without a collection at hand (a Ray Data encoder actor holds only the settings)."""
     spans = [chunk_text(d["text"], embedder.tokenizer, chunking) for d in docs]
     texts = [
         passage_text(d.get("title") or "", d["text"][s.start : s.end])
@@ -69,8 +80,12 @@ def run_job(
     on_progress: Callable[[int, int], None] | None = None,
     worker: str = "in-process",
     context_refresh_fraction: float = 0.5,
+    ray_address: str | None = None,
 ) -> JobStatus:
-    """Run a job to its end. Safe to run again after a crash: upserts by id converge to the same state."""
+    """Run a job to its end. Safe to run again after a crash: upserts by id converge to the same state.
+
+    With `ray_address`, an upsert into a sharded collection is embedded on that Ray cluster instead
+    (indexing/ray_ingest.py); everything else runs here."""
     job = jobs.get(job_id)
     if job.status in TERMINAL:
         return job.status
@@ -78,7 +93,17 @@ def run_job(
     try:
         coll = collections.get(job.collection)
         payload = jobs.payload(job_id)
+        if ray_address and isinstance(coll, ShardedCollection) and job.kind == JobKind.UPSERT:
+            from indexing.ray_ingest import run_ray_job  # Ray is imported only on this path
+
+            status = run_ray_job(
+                job_id=job_id, jobs=jobs, coll=coll, payload=payload, address=ray_address, batch_size=batch_size
+            )
+            jobs.finish(job_id, status)
+            return status
         embedder = embedders.get(coll.settings.embedder)
+        if embedder.contextual and isinstance(coll, ShardedCollection):
+            raise ValueError(f"collection {coll.name!r} is sharded: contextual embedders are not supported")
         with coll.writer():
             status = _run_batches(
                 job_id, job.kind, payload, coll, jobs, embedder, batch_size, commit_interval_s, on_progress
@@ -97,6 +122,13 @@ def run_job(
         log.exception("job failed", extra={"job_id": job_id, "collection": job.collection})
         jobs.finish(job_id, JobStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
         return JobStatus.FAILED
+
+
+def _route(coll: Collection, doc_ids: list[str]) -> list[tuple[Collection, list[int]]]:
+    """Where each document is stored: (collection or shard, positions in doc_ids) for each non-empty group."""
+    if not isinstance(coll, ShardedCollection):
+        return [(coll, list(range(len(doc_ids))))]
+    return [(coll.shards[i], pos) for i, pos in enumerate(coll.split(doc_ids)) if pos]
 
 
 BATCH_CHARS = 256 * 1024  # text per batch at most (~300 full passages: seconds of encoding, well inside
@@ -131,7 +163,9 @@ def _run_batches(
     on_progress: Callable[[int, int], None] | None,
 ) -> JobStatus:
     if kind == JobKind.DELETE:
-        coll.docstore.delete([str(x) for x in payload])
+        ids = [str(x) for x in payload]
+        for target, positions in _route(coll, ids):
+            target.docstore.delete([ids[i] for i in positions])
         jobs.progress(job_id, len(payload))
         return JobStatus.SUCCEEDED
     context = ensure_context(coll, embedder, payload) if embedder.contextual else None
@@ -140,10 +174,23 @@ def _run_batches(
     for batch in _batches(payload, batch_size, BATCH_CHARS):
         if jobs.cancel_requested(job_id):
             return JobStatus.CANCELLED  # work so far stays: every finished batch is a consistent state
-        stored = coll.docstore.content_hashes([d["id"] for d in batch])
+        if isinstance(coll, ShardedCollection):
+            # One encoder pass for the whole batch, in batch order, then each document to its shard.
+            ids = [d["id"] for d in batch]
+            stored = {
+                k: v
+                for shard, pos in _route(coll, ids)
+                for k, v in shard.docstore.content_hashes([ids[i] for i in pos]).items()
+            }
+        else:
+            stored = coll.docstore.content_hashes([d["id"] for d in batch])
         changed = [d for d in batch if stored.get(d["id"]) != content_hash(d, coll.settings.chunking)]
         if changed:
-            coll.docstore.upsert(prepare_documents(changed, coll, embedder, context))
+            prepared = prepare_documents(changed, coll, embedder, context)
+            if isinstance(coll, ShardedCollection):
+                coll.upsert(prepared)
+            else:
+                coll.docstore.upsert(prepared)
         done += len(batch)
         jobs.progress(job_id, done)
         if on_progress is not None:

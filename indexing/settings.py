@@ -41,6 +41,14 @@ class IndexingSettings(BaseSettings):
     hnsw_ef_construction: int = Field(200, ge=1, description="HNSW candidate list while building")
     hnsw_ef_search: int = Field(128, ge=1, description="HNSW candidate list while searching")
 
+    # Scale-out on Ray (optional extra `pip install .[ray]`; unset: Ray is never imported).
+    ray_address: str | None = Field(
+        None, description="Ray cluster (host:port or 'auto'): sharded search on actors, sharded ingest on Ray Data"
+    )
+    ray_shard_cpus: float = Field(1.0, gt=0, description="logical CPUs each shard search actor reserves")
+    ray_encoder_actors: int = Field(0, ge=0, description="Ray Data encoder actors (0: one per GPU, else per node)")
+    ray_encoder_cpus: float = Field(1.0, gt=0, description="logical CPUs each Ray Data encoder actor reserves")
+
     def dense_index_params(self) -> DenseIndexParams:
         return DenseIndexParams(
             kind=self.dense_index,

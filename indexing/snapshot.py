@@ -27,6 +27,7 @@ import faiss
 import numpy as np
 
 from indexing.bm25 import BM25Index, BM25Params, TokenIdCorpus, tokenize
+from indexing.bm25_global import CorpusStats
 from indexing.dense import DenseIndexParams, new_indexes, rescore, search, set_ef_search
 from indexing.docstore import DocStore
 from models.cde.context import CorpusContext
@@ -93,6 +94,7 @@ class IndexSnapshot:
         q = np.ascontiguousarray(queries, dtype=np.float32)  # (nq, d)
         if dim == "full":
             scores, rows = search(self.dense_full, q, n)  # (nq, n) each
+            rows, scores = rescore(self.dense_full, rows, q, n)  # the same rows, scores independent of the index size
         else:
             shortlist = min(total, max(n * rescore_factor, n))
             scores, rows = search(self.dense_small, l2_normalize(q[:, : self.small_dim]), shortlist)  # (nq, S)
@@ -154,8 +156,11 @@ def build_snapshot(
     extra: dict[str, Any],
     dense: DenseIndexParams | None = None,
     context: CorpusContext | None = None,
+    bm25_stats: CorpusStats | None = None,
 ) -> int:
-    """Build every index from the doc store and publish it as the next version; returns the version."""
+    """Build every index from the doc store and publish it as the next version; returns the version.
+
+    `bm25_stats`: the corpus-wide BM25 counts when this doc store is one shard of a collection."""
     index_dir.mkdir(parents=True, exist_ok=True)
     seq = docstore.seq()  # read first: the snapshot reflects at least this state
     small_dim = min(small_dim, dim)
@@ -192,7 +197,7 @@ def build_snapshot(
         del full_index, small_index  # freed before BM25 builds its matrix
         np.save(tmp / "dense.ids.npy", ids)
         (tmp / "bm25").mkdir()
-        BM25Index.build(corpus, ids, bm25_params).save(tmp / "bm25")
+        BM25Index.build(corpus, ids, bm25_params, stats=bm25_stats).save(tmp / "bm25")
         if context is not None:
             context.save(tmp / "context")  # queries on this snapshot are encoded with exactly this context
         version = (current_version(index_dir) or 0) + 1
@@ -207,6 +212,7 @@ def build_snapshot(
             "created_at": time.time(),
             "files": _file_sizes(tmp),
             "context": context.id if context is not None else None,
+            "bm25_global_stats": bm25_stats.summary() if bm25_stats is not None else None,
             **extra,
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))

@@ -20,6 +20,10 @@ class BatchTooLarge(ValueError):
     pass
 
 
+class UnsupportedSharding(ValueError):
+    """A sharded collection asked for with an embedder that cannot be sharded (a contextual one)."""
+
+
 def check_limits(*, state: AppState, documents: list[dict[str, Any]]) -> None:
     s = state.settings
     if len(documents) > s.max_batch_documents:
@@ -34,16 +38,23 @@ def check_limits(*, state: AppState, documents: list[dict[str, Any]]) -> None:
             )
 
 
-def get_or_create_collection(*, state: AppState, name: str, embedder: str | None) -> Collection:
-    """Collections are created on first use with the process's defaults (or the embedder named)."""
+def get_or_create_collection(
+    *, state: AppState, name: str, embedder: str | None, shards: int | None = None
+) -> Collection:
+    """Collections are created on first use with the process's defaults (or the embedder and shards named)."""
     s = state.settings
     model_dir = str(resolve_model_dir(embedder or s.embedder))
     if state.collections.exists(name):
         coll = state.collections.get(name)
         if embedder is not None and coll.settings.embedder != model_dir:
             raise CollectionConflict(f"collection {name!r} already uses embedder {coll.settings.embedder!r}")
+        if shards is not None and coll.settings.shards != shards:
+            raise CollectionConflict(f"collection {name!r} already has {coll.settings.shards} shard(s)")
         return coll
-    dim = state.embedders.get(model_dir).dim
+    model = state.embedders.get(model_dir)
+    if (shards or 1) > 1 and model.contextual:
+        raise UnsupportedSharding(f"embedder {model_dir!r} is contextual (CDE): its collections cannot be sharded")
+    dim = model.dim
     settings = CollectionSettings(
         name=name,
         embedder=model_dir,
@@ -52,16 +63,22 @@ def get_or_create_collection(*, state: AppState, name: str, embedder: str | None
         chunking=ChunkingParams(max_tokens=s.chunk_tokens, overlap=s.chunk_overlap),
         bm25=BM25Params(method=s.bm25_method, k1=s.bm25_k1, b=s.bm25_b),
         dense_index=s.dense_index_params(),
+        shards=shards or 1,
     )
     return state.collections.create(settings)
 
 
 def submit_upsert(
-    *, state: AppState, collection: str, documents: list[dict[str, Any]], embedder: str | None = None
+    *,
+    state: AppState,
+    collection: str,
+    documents: list[dict[str, Any]],
+    embedder: str | None = None,
+    shards: int | None = None,
 ) -> Job:
     """Validate limits, make sure the collection exists, store the job durably, then queue it."""
     check_limits(state=state, documents=documents)
-    get_or_create_collection(state=state, name=collection, embedder=embedder)
+    get_or_create_collection(state=state, name=collection, embedder=embedder, shards=shards)
     job = state.jobs.create(collection=collection, kind=JobKind.UPSERT, payload=documents)
     state.queue.submit(job.id)
     return job

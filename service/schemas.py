@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from indexing.collection import NAME_RE
+from indexing.collection import MAX_SHARDS, NAME_RE
 
 CollectionName = Field(
     ..., min_length=1, max_length=64, pattern=NAME_RE.pattern, examples=["scifact"], description="collection name"
@@ -35,6 +35,13 @@ class IndexRequest(BaseModel):
     documents: list[Document] = Field(..., min_length=1)
     embedder: str | None = Field(
         None, description="embedder of a new collection ('default' or a local model directory); ignored after"
+    )
+    shards: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_SHARDS,
+        description="shards of a new collection (documents split by a hash of their id); unset: 1. "
+        "An existing collection must have this many (409 otherwise)",
     )
 
     @model_validator(mode="after")
@@ -187,6 +194,7 @@ class CollectionOut(BaseModel):
     index: dict[str, Any]
     chunking: dict[str, int]
     created_at: float
+    shards: int = Field(1, description="shards the documents are split over (index.shards has each one's counts)")
 
 
 class CollectionList(BaseModel):

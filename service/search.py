@@ -20,6 +20,7 @@ Mode = Literal["dense", "bm25", "hybrid"]
 Dim = Literal["full", "256"]
 RESCORE_FACTOR = 4  # dim=256: the prefix index shortlists 4x the passages needed, full dims rank them
 RUNS: tuple[str, ...] = ("dense", "bm25")
+TIE_WIDEN = 16  # at most this many times the first fetch, to see every passage tied at the cut
 Ranked = list[tuple[Any, float, int]]  # (unit key, score, representative passage id), best first
 
 
@@ -93,12 +94,15 @@ def _group(
     lists: Sequence[tuple[np.ndarray, np.ndarray]], pid_docs: Mapping[int, str], group_by_doc: bool, n: int
 ) -> list[Ranked]:
     """Per query: units (documents, or passages) best first, at most n. A document scores as its best
-    passage; passages deleted since the snapshot was published are dropped."""
+    passage; passages deleted since the snapshot was published are dropped. Equal scores are ordered by
+    passage id: the indexes return ties in no set order, and a sharded collection, whose passage ids are
+    the same, merges its shards' lists by (score, passage id) to give the very same order."""
     out: list[Ranked] = []
     for pids, scores in lists:
         seen: set[Any] = set()
         ranked: Ranked = []
-        for pid, score in zip(pids.tolist(), scores.tolist(), strict=True):
+        order = np.lexsort((pids, -scores))  # (m,) by score descending, then passage id
+        for pid, score in zip(pids[order].tolist(), scores[order].tolist(), strict=True):
             doc = pid_docs.get(pid)
             if doc is None:
                 continue
@@ -120,15 +124,21 @@ def _ranked_units(
     n: int,
     group_by_doc: bool,
 ) -> list[Ranked]:
-    """Fetch enough passages that n distinct units come out, widening the fetch when documents repeat."""
-    fetch = min(total, n * 3 if group_by_doc else n)
+    """Fetch enough passages that n distinct units come out, widening the fetch when documents repeat, and
+    when the last unit kept ties the last passage fetched (up to TIE_WIDEN times the first fetch): which of
+    tied passages an index returns at its cut is arbitrary, and the ones left out may come first by id."""
+    first = fetch = min(total, n * 3 if group_by_doc else n)
     while True:
         lists = search(fetch)
         all_pids = np.unique(np.concatenate([p for p, _ in lists])) if lists else np.empty(0, np.int64)
         pid_docs = passage_docs(all_pids)
         ranked = _group(lists, pid_docs, group_by_doc, n)
-        short = any(len(r) < n and len(p) == fetch for r, (p, _) in zip(ranked, lists, strict=True))
-        if not short or fetch >= total:
+        full = [len(p) == fetch for p, _ in lists]
+        short = any(len(r) < n and f for r, f in zip(ranked, full, strict=True))
+        tied = fetch < first * TIE_WIDEN and any(
+            f and len(r) == n and float(s.min()) >= r[-1][1] for r, f, (_, s) in zip(ranked, full, lists, strict=True)
+        )
+        if not (short or tied) or fetch >= total:
             return ranked
         fetch = min(total, fetch * 4)
 
@@ -152,6 +162,37 @@ def _fuse(
         {name: [key for key, _, _ in r] for name, r in per_run.items()}, k=rrf_k, depth=depth, weights=weights
     )
     return [(key, score, rep[key]) for key, score in fused[:k]], ranks
+
+
+def rank_runs(
+    *,
+    snap: IndexSnapshot,
+    passage_docs: PassageDocs,
+    qv: np.ndarray | None,
+    queries: Sequence[str],
+    mode: Mode,
+    n: int,
+    dim: Dim,
+    rescore: bool,
+    group_by_doc: bool,
+) -> dict[str, list[Ranked]]:
+    """Each run's top n units per query, before fusion: what one index (or one shard's) contributes."""
+    runs: dict[str, list[Ranked]] = {}
+    if qv is not None:
+        index_dim = "full" if dim == "full" else "small"
+        factor = RESCORE_FACTOR if rescore else 0
+        runs["dense"] = _ranked_units(
+            passage_docs,
+            lambda f: snap.search_dense(qv, f, dim=index_dim, rescore_factor=factor),
+            snap.passages,
+            n,
+            group_by_doc,
+        )
+    if mode in ("bm25", "hybrid"):
+        texts = list(queries)
+        search = lambda f: snap.search_bm25(texts, f)  # noqa: E731
+        runs["bm25"] = _ranked_units(passage_docs, search, snap.passages, n, group_by_doc)
+    return runs
 
 
 def search_batch(
@@ -183,21 +224,17 @@ def search_batch(
         qv = embedder.encode_queries(list(queries), context=snap.context)  # (nq, d)
 
     def rank(passage_docs: PassageDocs) -> list[tuple[Ranked, dict[str, dict[Any, int]]]]:
-        runs: dict[str, list[Ranked]] = {}
-        if qv is not None:
-            index_dim = "full" if dim == "full" else "small"
-            factor = RESCORE_FACTOR if rescore else 0
-            runs["dense"] = _ranked_units(
-                passage_docs,
-                lambda f: snap.search_dense(qv, f, dim=index_dim, rescore_factor=factor),
-                snap.passages,
-                n,
-                group_by_doc,
-            )
-        if mode in ("bm25", "hybrid"):
-            texts = list(queries)
-            search = lambda f: snap.search_bm25(texts, f)  # noqa: E731
-            runs["bm25"] = _ranked_units(passage_docs, search, snap.passages, n, group_by_doc)
+        runs = rank_runs(
+            snap=snap,
+            passage_docs=passage_docs,
+            qv=qv,
+            queries=queries,
+            mode=mode,
+            n=n,
+            dim=dim,
+            rescore=rescore,
+            group_by_doc=group_by_doc,
+        )
         return [
             _fuse({name: r[qi] for name, r in runs.items()}, mode, k, rrf_k, depth, weights)
             for qi in range(len(queries))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass, field
 
 from indexing.bm25 import warm_up as warm_up_bm25
@@ -16,6 +17,8 @@ from models.reranker import RerankerCache
 from service.batching import QueryEncoders
 from service.metrics import Metrics
 from service.settings import Settings
+from service.shard_search import LocalFanout
+from service.sharded_search import ShardFanout
 
 log = logging.getLogger("vela.service")
 
@@ -31,6 +34,22 @@ class AppState:
     metrics: Metrics
     rerankers: RerankerCache = field(default_factory=RerankerCache)  # each loaded on first use (or in start)
     ready: bool = False
+    fanout: ShardFanout | None = None  # sharded collections' search fan-out, made on first use
+    _fanout_lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def shard_fanout(state: AppState) -> ShardFanout:
+    """In-process over the shard directories; on Ray actors when VELA_RAY_ADDRESS is set (the only place
+    the API process imports Ray)."""
+    with state._fanout_lock:
+        if state.fanout is None:
+            if state.settings.ray_address:
+                from service.ray_shards import RayFanout
+
+                state.fanout = RayFanout(state.settings.ray_address, cpus_per_shard=state.settings.ray_shard_cpus)
+            else:
+                state.fanout = LocalFanout()
+        return state.fanout
 
 
 def build_state(settings: Settings) -> AppState:
@@ -48,6 +67,7 @@ def build_state(settings: Settings) -> AppState:
             batch_size=settings.ingest_batch_size,
             commit_interval_s=settings.commit_interval_s,
             context_refresh_fraction=settings.context_refresh_fraction,
+            ray_address=settings.ray_address,
         )
 
     queue: JobQueue
@@ -76,6 +96,8 @@ def start(state: AppState) -> None:
     if state.settings.reranker:  # the default reranker: loaded and run once now, not on a user's query
         log.info("loading reranker", extra={"reranker": state.settings.reranker})
         state.rerankers.get(state.settings.reranker).score("warm up", ["warm up"])
+    if state.settings.ray_address:
+        shard_fanout(state)  # connect to the cluster now: /readyz waits for it, not the first search
     for name in state.collections.names():
         outcome = state.collections.get(name).check_consistency()
         log.info("collection checked", extra={"collection": name, "outcome": outcome})

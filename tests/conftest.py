@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -44,3 +45,13 @@ def tiny_cde_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tok.save_pretrained(root)
     EmbedderConfig(pooling="mean", max_length=64).save(root)
     return root
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[str]:
+    """A two-node Ray cluster on 127.0.0.1 (4 logical CPUs per node) for the session; its address."""
+    pytest.importorskip("ray")
+    from bench.ray_local import local_cluster
+
+    with local_cluster(cpus=4) as address:
+        yield address

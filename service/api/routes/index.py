@@ -4,7 +4,7 @@ from fastapi import APIRouter, Request, status
 
 from indexing.collection import CollectionConflict
 from service.deps import State
-from service.documents import BatchTooLarge, DocumentTooLarge, submit_upsert
+from service.documents import BatchTooLarge, DocumentTooLarge, UnsupportedSharding, submit_upsert
 from service.errors import ApiError
 from service.schemas import ErrorResponse, IndexRequest, JobAccepted
 
@@ -25,7 +25,10 @@ def index_documents(body: IndexRequest, state: State, request: Request) -> JobAc
             collection=body.collection,
             documents=[d.model_dump() for d in body.documents],
             embedder=body.embedder,
+            shards=body.shards,
         )
+    except UnsupportedSharding as exc:
+        raise ApiError(422, "invalid_request", str(exc)) from exc
     except (DocumentTooLarge, BatchTooLarge) as exc:
         raise ApiError(413, "payload_too_large", str(exc)) from exc
     except CollectionConflict as exc:

@@ -2,12 +2,14 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from functools import partial
 from typing import Any
 
 from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
 
 from indexing.collection import CollectionNotFound
+from indexing.shards import ShardedCollection
 from service.deps import State
 from service.errors import ApiError
 from service.rerank import NoReranker, Reranking, UnknownReranker, prepare_rerank
@@ -24,7 +26,8 @@ from service.schemas import (
     SearchResponse,
 )
 from service.search import SearchResult, search_batch
-from service.state import AppState
+from service.sharded_search import sharded_search_batch
+from service.state import AppState, shard_fanout
 
 router = APIRouter(prefix="/search", tags=["search"])
 ERRORS: dict[int | str, dict[str, Any]] = {404: {"model": ErrorResponse}, 422: {"model": ErrorResponse}}
@@ -74,9 +77,13 @@ async def _run(state: AppState, opts: SearchOptions, queries: list[str]) -> list
             raise ApiError(422, "no_reranker", str(exc)) from exc
     start = time.perf_counter()
     # Encoding and index scans are CPU work: keep them off the event loop.
+    if isinstance(coll, ShardedCollection):
+        # Fan out over the shards (Ray actors with VELA_RAY_ADDRESS, else this process), then merge.
+        run_search: Any = partial(sharded_search_batch, collection=coll, fanout=shard_fanout(state))
+    else:
+        run_search = partial(search_batch, collection=coll)
     results = await run_in_threadpool(
-        search_batch,
-        collection=coll,
+        run_search,
         embedder=embedder,
         queries=queries,
         k=opts.k,
