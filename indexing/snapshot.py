@@ -31,6 +31,7 @@ from indexing.bm25_global import CorpusStats
 from indexing.dense import DenseIndexParams, new_indexes, rescore, search, set_ef_search
 from indexing.docstore import DocStore
 from models.cde.context import CorpusContext
+from models.embedder.modeling_embedder import truncate_embeddings
 
 MANIFEST = "manifest.json"
 CURRENT = "CURRENT"
@@ -43,11 +44,6 @@ faiss.cvar.distance_compute_blas_threshold = 1
 
 class SnapshotError(RuntimeError):
     """A snapshot is missing, truncated or inconsistent: rebuild it from the doc store."""
-
-
-def l2_normalize(x: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(x, axis=1, keepdims=True)  # (n, 1)
-    return (x / np.maximum(norms, 1e-12)).astype(np.float32)
 
 
 @dataclass
@@ -97,7 +93,7 @@ class IndexSnapshot:
             rows, scores = rescore(self.dense_full, rows, q, n)  # the same rows, scores independent of the index size
         else:
             shortlist = min(total, max(n * rescore_factor, n))
-            scores, rows = search(self.dense_small, l2_normalize(q[:, : self.small_dim]), shortlist)  # (nq, S)
+            scores, rows = search(self.dense_small, truncate_embeddings(q, self.small_dim), shortlist)  # (nq, S)
             if rescore_factor > 0:
                 rows, scores = rescore(self.dense_full, rows, q, n)  # (nq, n) each
         # HNSW answers -1 where its search found fewer rows than asked: dropped.
@@ -177,7 +173,7 @@ def build_snapshot(
         pid_parts.append(pids)
         t0 = time.perf_counter()
         full_index.add(emb)  # (n, d)
-        small_index.add(l2_normalize(emb[:, :small_dim]))  # (n, small_dim)
+        small_index.add(truncate_embeddings(emb, small_dim))  # (n, small_dim)
         dense_s += time.perf_counter() - t0
         corpus.add(tokenize(texts))
     ids = np.concatenate(pid_parts) if pid_parts else np.empty(0, np.int64)

@@ -11,6 +11,7 @@ import os
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import overload
 
 import numpy as np
 import torch
@@ -40,12 +41,21 @@ def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, config: EmbedderCon
     return pooled
 
 
-def truncate_embeddings(vectors: torch.Tensor, dim: int) -> torch.Tensor:
+@overload
+def truncate_embeddings(vectors: torch.Tensor, dim: int) -> torch.Tensor: ...
+@overload
+def truncate_embeddings(vectors: np.ndarray, dim: int) -> np.ndarray: ...
+def truncate_embeddings(vectors: torch.Tensor | np.ndarray, dim: int) -> torch.Tensor | np.ndarray:
     """Matryoshka: the first `dim` coordinates of each row (..., d), re-normalised to unit length. The
-    Matryoshka loss trains exactly this, so a `dim`-wide index must be built with it."""
+    Matryoshka loss trains exactly this (tensors) and the serving core's prefix index is built and queried
+    with it (float32 arrays), so the two cannot drift apart."""
     if not 0 < dim <= vectors.shape[-1]:
         raise ValueError(f"cannot truncate {vectors.shape[-1]}-d embeddings to {dim}")
-    return torch.nn.functional.normalize(vectors[..., :dim], dim=-1)
+    if isinstance(vectors, torch.Tensor):
+        return torch.nn.functional.normalize(vectors[..., :dim], dim=-1)
+    prefix = vectors[..., :dim].astype(np.float32)  # (..., dim)
+    norms = np.linalg.norm(prefix, axis=-1, keepdims=True)  # (..., 1)
+    return prefix / np.maximum(norms, 1e-12)  # the same clamp as F.normalize
 
 
 def _model_type(root: Path) -> str | None:

@@ -6,13 +6,17 @@ import faiss
 import numpy as np
 
 from indexing.dense import rescore, search
-from indexing.snapshot import l2_normalize
+from models.embedder.modeling_embedder import truncate_embeddings
+
+
+def unit(x: np.ndarray) -> np.ndarray:
+    return truncate_embeddings(x, x.shape[-1])  # unit rows, as the serving core normalises
 
 
 def test_rescored_scores_are_bit_identical_across_index_sizes() -> None:
     rng = np.random.default_rng(0)
-    vecs = l2_normalize(rng.normal(size=(3000, 64)).astype(np.float32))  # (N, d)
-    queries = l2_normalize(rng.normal(size=(16, 64)).astype(np.float32))  # (nq, d)
+    vecs = unit(rng.normal(size=(3000, 64)).astype(np.float32))  # (N, d)
+    queries = unit(rng.normal(size=(16, 64)).astype(np.float32))  # (nq, d)
     whole, part = faiss.IndexFlatIP(64), faiss.IndexFlatIP(64)
     whole.add(vecs)
     part.add(vecs[::3])  # a "shard": every third row

@@ -12,7 +12,8 @@ from indexing.bm25 import BM25Params
 from indexing.collection import CollectionSettings
 from indexing.dense import DenseIndexParams
 from indexing.docstore import DocStore, StoredDocument
-from indexing.snapshot import SnapshotError, build_snapshot, l2_normalize, load_snapshot
+from indexing.snapshot import SnapshotError, build_snapshot, load_snapshot
+from models.embedder.modeling_embedder import truncate_embeddings
 
 DIM, SMALL = 32, 16
 N = 400
@@ -20,7 +21,7 @@ N = 400
 
 @pytest.fixture(scope="module")
 def vectors() -> np.ndarray:
-    return l2_normalize(np.random.default_rng(0).standard_normal((N, DIM)).astype(np.float32))  # (N, d)
+    return unit(np.random.default_rng(0).standard_normal((N, DIM)).astype(np.float32))  # (N, d)
 
 
 @pytest.fixture
@@ -40,6 +41,10 @@ def docstore(tmp_path: Path, vectors: np.ndarray) -> DocStore:
         for i in range(N)
     )
     return store
+
+
+def unit(x: np.ndarray) -> np.ndarray:
+    return truncate_embeddings(x, x.shape[-1])  # unit rows, as the serving core normalises
 
 
 def build(tmp_path: Path, docstore: DocStore, dense: DenseIndexParams) -> int:
@@ -73,7 +78,7 @@ def test_hnsw_returns_the_true_nearest_neighbours(tmp_path: Path, docstore: DocS
     snap = load_snapshot(tmp_path / "index", version)
     assert snap.dense_full.hnsw.efSearch == 64  # applied from the manifest at load
     rng = np.random.default_rng(1)
-    queries = l2_normalize(vectors[:50] + 0.05 * rng.standard_normal((50, DIM)).astype(np.float32))  # (50, d)
+    queries = unit(vectors[:50] + 0.05 * rng.standard_normal((50, DIM)).astype(np.float32))  # (50, d)
     exact = np.argsort(-(queries @ vectors.T), axis=1)[:, :10]  # (50, 10) rows; pid = row + 1
     for dim in ("full", "small"):
         # The small path's shortlist is the whole collection here, so its rescored ranking must be exact.
@@ -113,3 +118,21 @@ def test_dense_params_are_validated_and_old_settings_load_with_defaults() -> Non
     del old["dense_index"]  # collection.json written before dense index settings existed
     assert CollectionSettings.from_json(old).dense_index == DenseIndexParams()
     assert DenseIndexParams().choose(99_999) == "flat" and DenseIndexParams().choose(100_000) == "hnsw"
+
+
+def test_the_prefix_index_holds_what_the_matryoshka_loss_trains(
+    tmp_path: Path, docstore: DocStore, vectors: np.ndarray
+) -> None:
+    """The 256-d (here SMALL-d) index stores the torch `truncate_embeddings` of each vector: the same
+    prefix, re-normalised, that the Matryoshka loss scores in training (fp16 storage: 1e-3)."""
+    import torch
+
+    version = build(tmp_path, docstore, DenseIndexParams(kind="flat"))
+    snap = load_snapshot(tmp_path / "index", version)
+    full = snap.dense_full.reconstruct_n(0, N)  # (N, DIM): row r of both indexes is the same passage
+    stored = snap.dense_small.reconstruct_n(0, N)  # (N, SMALL)
+    trained = truncate_embeddings(torch.from_numpy(full), SMALL).numpy()  # (N, SMALL)
+    np.testing.assert_allclose(stored, trained, atol=1e-3)
+    np.testing.assert_allclose(
+        truncate_embeddings(vectors, SMALL), truncate_embeddings(torch.from_numpy(vectors), SMALL).numpy(), atol=1e-6
+    )
