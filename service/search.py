@@ -251,11 +251,27 @@ def search_batch(
         pids = [pid for top, _ in results for _, _, pid in top]
         passages = collection.docstore.passages(pids)
     took_ms = (time.perf_counter() - t0) * 1000.0
+    return assemble_results(
+        queries=queries, results=results, passage_of=passages.get, took_ms=took_ms, k_out=k_out, rerank=rerank
+    )
+
+
+def assemble_results(
+    *,
+    queries: Sequence[str],
+    results: Sequence[tuple[Ranked, Mapping[str, Mapping[Any, int]]]],
+    passage_of: Callable[[int], Any],
+    took_ms: float,
+    k_out: int,
+    rerank: RerankStep | None,
+) -> list[SearchResult]:
+    """Fused (unit, score, passage id) lists -> hydrated hits, reranked when asked, cut to k_out. Shared by the
+    single-node and the sharded search: `passage_of` finds a passage wherever it lives (None: deleted)."""
     out = []
     for query, (top, ranks) in zip(queries, results, strict=True):
         hits = []
         for key, score, pid in top:
-            p = passages.get(pid)
+            p = passage_of(pid)
             if p is None:  # deleted between ranking and hydration
                 continue
             hits.append(

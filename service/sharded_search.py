@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from indexing.docstore import PassageHit
 from indexing.shards import ShardedCollection
 from service.batching import QueryEncoder
-from service.search import RUNS, Dim, Hit, Mode, Ranked, RerankStep, SearchResult, _fuse
+from service.search import Dim, Mode, Ranked, RerankStep, SearchResult, _fuse, assemble_results
 from service.shard_search import ShardRanking, ShardRef
 
 
@@ -102,30 +102,11 @@ def sharded_search_batch(
     extra = fanout.hydrate(shards=refs, wanted=[sorted(m) for m in missing]) if any(missing) else [{} for _ in refs]
     passages = [{**r.passages, **e} for r, e in zip(rankings, extra, strict=True)]
     took_ms = (time.perf_counter() - t0) * 1000.0
-    out = []
-    for query, (top, ranks) in zip(queries, results, strict=True):
-        hits = []
-        for key, score, pid in top:
-            p = passages[home[pid]].get(pid)
-            if p is None:  # deleted between ranking and hydration
-                continue
-            hits.append(
-                Hit(
-                    id=p.doc_id,
-                    score=score,
-                    title=p.title,
-                    text=p.text,
-                    metadata=p.metadata,
-                    passage_id=p.pid,
-                    passage_index=p.index,
-                    start=p.start,
-                    end=p.end,
-                    ranks={name: ranks[name].get(key) if name in ranks else None for name in RUNS},
-                )
-            )
-        if rerank is None:
-            out.append(SearchResult(hits=hits[:k_out], took_ms=took_ms))
-            continue
-        hits, outcome = rerank(query, hits)
-        out.append(SearchResult(hits=hits[:k_out], took_ms=took_ms + outcome.took_ms, rerank=outcome))
-    return out
+    return assemble_results(
+        queries=queries,
+        results=results,
+        passage_of=lambda pid: passages[home[pid]].get(pid),
+        took_ms=took_ms,
+        k_out=k_out,
+        rerank=rerank,
+    )
