@@ -47,18 +47,24 @@ def _config_to_flags(path: Path) -> list[str]:
     return flags
 
 
+def expand_config(argv: Sequence[str]) -> list[str]:
+    """`--config FILE` replaced by the file's flags, placed first so that command-line flags win."""
+    argv = list(argv)
+    if "--config" not in argv:
+        return argv
+    i = argv.index("--config")
+    if i + 1 >= len(argv):
+        raise ValueError("--config needs a file")
+    return _config_to_flags(Path(argv[i + 1])) + argv[:i] + argv[i + 2 :]
+
+
 def parse_recipe_args(
     recipe_cls: type[T], argv: Sequence[str], *, prog: str, defaults: dict[str, Any] | None = None
 ) -> tuple[T, Any]:
     """(recipe args, TrainingArguments); `defaults` overrides TRAINING_DEFAULTS for one recipe."""
     from transformers import HfArgumentParser, TrainingArguments
 
-    argv = list(argv)
-    if "--config" in argv:
-        i = argv.index("--config")
-        path = Path(argv[i + 1])
-        argv = _config_to_flags(path) + argv[:i] + argv[i + 2 :]
-    argv = ["--output_dir" if a == "--out" else a for a in argv]
+    argv = ["--output_dir" if a == "--out" else a for a in expand_config(argv)]
     parser = HfArgumentParser((recipe_cls, TrainingArguments), prog=prog)  # type: ignore[arg-type]
     merged = {**TRAINING_DEFAULTS, **(defaults or {})}
     known = {a.dest for a in parser._actions}

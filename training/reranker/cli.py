@@ -13,29 +13,19 @@ import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
-import yaml
-
+from training.cli_args import expand_config
 from training.reranker.arguments import DataArguments, ModelArguments, RerankerTrainingArguments
 
 DESCRIPTION = __doc__
 
 
-def _read_config(path: str) -> dict[str, Any]:
-    text = Path(path).read_text()
-    data = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a mapping of flag names to values")
-    return {str(k).replace("-", "_"): v for k, v in data.items()}
-
-
 def parse(argv: list[str]) -> tuple[ModelArguments, DataArguments, RerankerTrainingArguments, Path]:
     from transformers import HfArgumentParser
 
+    argv = expand_config(argv)
     first = argparse.ArgumentParser(add_help=False)
     first.add_argument("--out")
-    first.add_argument("--config")
     known, _ = first.parse_known_args(argv)
     parser = HfArgumentParser(
         (ModelArguments, DataArguments, RerankerTrainingArguments),  # type: ignore[arg-type]
@@ -43,11 +33,11 @@ def parse(argv: list[str]) -> tuple[ModelArguments, DataArguments, RerankerTrain
         description=DESCRIPTION,
     )
     parser.add_argument("--out", required=True, help="directory of the trained reranker (weights + arguments JSON)")
-    parser.add_argument("--config", default=None, help="JSON or YAML file of flags; command-line flags win")
-    defaults = _read_config(known.config) if known.config else {}
-    if known.out:
-        defaults.setdefault("output_dir", known.out)  # Trainer logs (and checkpoints, if asked) go there too
-    parser.set_defaults(**defaults)
+    parser.add_argument(
+        "--config", default=None, help="JSON or YAML file of flags; command-line flags win"
+    )  # expanded above
+    if known.out:  # Trainer logs (and checkpoints, if asked) go there too, unless --output_dir says otherwise
+        parser.set_defaults(output_dir=known.out)
     model_args, data_args, train_args, rest = parser.parse_args_into_dataclasses(args=argv)
     return model_args, data_args, train_args, Path(rest.out)
 
