@@ -17,9 +17,10 @@ from training.contrastive.collator import HardNegativeCollator
 from training.contrastive.dataset import PairDataset
 from training.data.hard_negatives import BM25Teacher, DocumentPool, build_pool, mine, positive_aware_threshold
 from training.data.pairs import Pair
+from training.grad_cache import cached_step
 from training.losses.infonce import InfoNCELoss
 from training.losses.matryoshka import MatryoshkaInfoNCELoss, resolve_dims
-from training.moe.trainer import MoeBiEncoder, cached_step
+from training.moe.trainer import MoeBiEncoder
 
 PAIRS = [Pair("q0", "doc a", "q0", "a"), Pair("q0", "doc b", "q0", "b"), Pair("q1", "doc c", "q1", "c")]
 

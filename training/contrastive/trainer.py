@@ -19,6 +19,7 @@ from models import EmbedderConfig, resolve_model_dir
 from models.embedder.modeling_embedder import pool
 from training.contrastive.arguments import ContrastiveArguments
 from training.contrastive.dataset import BatchPlan, PairDataset
+from training.grad_cache import cached_step
 from training.losses.infonce import InfoNCELoss
 from training.losses.matryoshka import MatryoshkaInfoNCELoss
 
@@ -91,9 +92,6 @@ class ContrastiveTrainer(Trainer):
     def training_step(self, model: nn.Module, inputs: dict[str, Any], num_items_in_batch: Any = None) -> torch.Tensor:
         if not self.cargs.grad_cache or type(self).embed is not ContrastiveTrainer.embed:
             return super().training_step(model, inputs, num_items_in_batch)
-        # Imported here: the MoE trainer builds on this module; its cached step serves dense bi-encoders too.
-        from training.moe.trainer import cached_step
-
         model.train()
         inputs = self._prepare_inputs(inputs)
         loss, aux = cached_step(
