@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from indexing.bm25 import BM25Params
+from indexing.bm25_global import CorpusStats
 from indexing.chunking import ChunkingParams
 from indexing.dense import DenseIndexParams
 from indexing.docstore import DocStore
@@ -128,6 +129,11 @@ class Collection:
         A CDE collection passes the corpus context all its vectors were made with (indexing/context.py)."""
         if context is None and (self.root / "context").is_dir() and self.docstore.counts()[0]:
             raise SnapshotError(f"collection {self.name!r} is contextual: commit through commit_collection")
+        return self.publish_snapshot(context=context)
+
+    def publish_snapshot(self, *, context: CorpusContext | None = None, bm25_stats: CorpusStats | None = None) -> int:
+        """Build and publish the next snapshot of this directory; a shard of a sharded collection passes the
+        corpus-wide BM25 counts (indexing/shards.py). Returns the version."""
         s = self.settings
         version = build_snapshot(
             self.index_dir,
@@ -138,6 +144,7 @@ class Collection:
             extra={"embedder": s.embedder},
             dense=s.dense_index,
             context=context,
+            bm25_stats=bm25_stats,
         )
         return version
 

@@ -29,7 +29,7 @@ from indexing.bm25 import TokenIdCorpus, tokenize
 from indexing.bm25_global import CorpusStats
 from indexing.collection import SETTINGS_FILE, Collection, CollectionSettings, read_collection
 from indexing.docstore import StoredDocument
-from indexing.snapshot import SnapshotError, build_snapshot, current_version, write_atomic
+from indexing.snapshot import SnapshotError, current_version, write_atomic
 from models.cde.context import CorpusContext
 
 SHARDS_DIR = "shards"
@@ -64,19 +64,8 @@ def build_shard(root: str, stats: CorpusStats) -> tuple[int, int]:
     """Phase 2: build and publish one shard's snapshot with the corpus-wide counts; (version, seq)."""
     coll = read_collection(Path(root))
     try:
-        s = coll.settings
         seq = coll.docstore.seq()
-        version = build_snapshot(
-            coll.index_dir,
-            coll.docstore,
-            dim=s.dim,
-            small_dim=s.small_dim,
-            bm25_params=s.bm25,
-            extra={"embedder": s.embedder},
-            dense=s.dense_index,
-            bm25_stats=stats,
-        )
-        return version, seq
+        return coll.publish_snapshot(bm25_stats=stats), seq
     finally:
         coll.close()
 
