@@ -41,6 +41,8 @@ def evaluate(
     rescore: bool = True,
     rerank: str | None = None,
     rerank_top_n: int = 50,
+    rerank_weight: float = 1.0,
+    query_ids: Path | None = None,
     precision: str | None = None,
 ) -> dict[str, Any]:
     t0 = time.time()
@@ -81,6 +83,11 @@ def evaluate(
     qrels = read_qrels(data, split)
     queries = read_queries(data)
     qids = [q for q in qrels if q in queries]
+    if query_ids is not None:  # a subset, e.g. a reranker's held-out dev queries (training's dev_queries.txt)
+        wanted = read_query_ids(query_ids)
+        qids = [q for q in qids if q in wanted]
+        if not qids:
+            raise ValueError(f"none of the ids in {query_ids} is a {split} query of {data}")
     emb = state.embedders.get(coll.settings.embedder)
     # --rerank: the service's own rerank step (no time budget) on each mode's top N; the metrics without it
     # are kept as "baseline", and the time it adds per query is reported.
@@ -93,6 +100,7 @@ def evaluate(
             top_n=rerank_top_n,
             max_ms=None,
             batch_size=settings.rerank_batch_size,
+            weight=rerank_weight,
         )
     metrics: dict[str, dict[str, float]] = {}
     baseline: dict[str, dict[str, float]] = {}
@@ -112,6 +120,7 @@ def evaluate(
         extra["rerank"] = {
             "model": step.model,
             "top_n": rerank_top_n,
+            "weight": rerank_weight,
             "precision": settings.precision,
             "batch_size": settings.rerank_batch_size,
             "added_latency_ms_p50": {m: round(float(np.percentile(v, 50)), 1) for m, v in added_ms.items() if v},
@@ -128,10 +137,17 @@ def evaluate(
         "passages": stats["passages"],
         "queries": len(qids),
         "split": split,
+        **({"query_ids": str(query_ids)} if query_ids is not None else {}),
         "embedder": model_dir,
         "precision": settings.precision,
         **extra,
     }
+
+
+def read_query_ids(path: Path) -> set[str]:
+    """One query id per line; blank lines and '#' comments are skipped."""
+    lines = (line.split("#", 1)[0].strip() for line in path.read_text().splitlines())
+    return {line for line in lines if line}
 
 
 def _search_mode(
@@ -193,6 +209,12 @@ def main(args: argparse.Namespace) -> int:
     if bad:
         print(f"unknown modes {bad}: use bm25, dense, hybrid", file=sys.stderr)
         return 2
+    if not 0.0 <= args.rerank_weight <= 1.0:
+        print(f"--rerank-weight must be within [0, 1], got {args.rerank_weight}", file=sys.stderr)
+        return 2
+    if args.query_ids and not Path(args.query_ids).is_file():
+        print(f"--query-ids: no file {args.query_ids}", file=sys.stderr)
+        return 2
     result = evaluate(
         data=Path(args.data),
         modes=modes,
@@ -203,6 +225,8 @@ def main(args: argparse.Namespace) -> int:
         rescore=not args.no_rescore,
         rerank=args.rerank,
         rerank_top_n=args.rerank_top_n,
+        rerank_weight=args.rerank_weight,
+        query_ids=Path(args.query_ids) if args.query_ids else None,
         precision=args.precision,
     )
     result["command"] = "vela " + " ".join(shlex.quote(a) for a in sys.argv[1:])

@@ -43,6 +43,15 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--rerank", default=None, metavar="DIR", help="rerank each mode's top N with this reranker")
     ev.add_argument("--rerank-top-n", type=int, default=50, help="hits the reranker rescores (default 50)")
     ev.add_argument(
+        "--rerank-weight",
+        type=float,
+        default=1.0,
+        help="the cross-encoder's share of the order: 1 its score alone, below 1 a weighted RRF with the fused order",
+    )
+    ev.add_argument(
+        "--query-ids", default=None, metavar="FILE", help="score only these queries (one id per line), e.g. dev ids"
+    )
+    ev.add_argument(
         "--precision", choices=["fp32", "bf16"], default=None, help="encoders' precision (default VELA_PRECISION)"
     )
     ev.set_defaults(func=_eval)

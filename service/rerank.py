@@ -17,6 +17,7 @@ from typing import Literal
 import numpy as np
 
 from models.reranker import CrossEncoder, NotARerankerError, RerankerCache, document_text, resolve_reranker_dir
+from service.fusion import reciprocal_rank_fusion
 from service.search import Hit
 
 log = logging.getLogger("vela.rerank")
@@ -40,6 +41,7 @@ class RerankOutcome:
     scored: int  # pairs the cross-encoder scored (all candidates when ok)
     took_ms: float
     error: str | None = None
+    weight: float = 1.0  # the cross-encoder's share of the final order (see rerank_hits)
 
 
 @dataclass(frozen=True)
@@ -52,10 +54,12 @@ class Reranking:
     batch_size: int
     encoder: CrossEncoder | None  # None: the model failed to load (load_error says why)
     load_error: str | None = None
+    weight: float = 1.0
+    rrf_k: int = 60
 
     def __call__(self, query: str, hits: list[Hit]) -> tuple[list[Hit], RerankOutcome]:
         if self.encoder is None:
-            outcome = RerankOutcome(self.model, "error", self.top_n, 0, 0.0, self.load_error)
+            outcome = RerankOutcome(self.model, "error", self.top_n, 0, 0.0, self.load_error, self.weight)
             return hits, outcome
         return rerank_hits(
             encoder=self.encoder,
@@ -64,6 +68,8 @@ class Reranking:
             top_n=self.top_n,
             max_ms=self.max_ms,
             batch_size=self.batch_size,
+            weight=self.weight,
+            rrf_k=self.rrf_k,
         )
 
 
@@ -75,6 +81,8 @@ def prepare_rerank(
     top_n: int,
     max_ms: float | None,
     batch_size: int,
+    weight: float = 1.0,
+    rrf_k: int = 60,
 ) -> Reranking:
     """Resolve and (once per process) load the reranker. A bad name is the caller's error (UnknownReranker,
     NoReranker); a reranker that exists but will not load is the service's, reported per query."""
@@ -89,8 +97,9 @@ def prepare_rerank(
         encoder = cache.get(path)
     except Exception as exc:  # a broken directory must not take the search down with it
         log.exception("reranker failed to load", extra={"reranker": path})
-        return Reranking(path, top_n, max_ms, batch_size, None, f"reranker failed to load: {_describe(exc)}")
-    return Reranking(path, top_n, max_ms, batch_size, encoder)
+        error = f"reranker failed to load: {_describe(exc)}"
+        return Reranking(path, top_n, max_ms, batch_size, None, error, weight, rrf_k)
+    return Reranking(path, top_n, max_ms, batch_size, encoder, None, weight, rrf_k)
 
 
 def rerank_hits(
@@ -101,8 +110,15 @@ def rerank_hits(
     top_n: int,
     max_ms: float | None,
     batch_size: int,
+    weight: float = 1.0,
+    rrf_k: int = 60,
 ) -> tuple[list[Hit], RerankOutcome]:
-    """Score the first `top_n` hits in batches and sort them by score; the rest keep their fused order.
+    """Score the first `top_n` hits in batches and reorder them; the rest keep their fused order.
+
+    `weight` 1 orders the head by the cross-encoder's score alone. Below 1 the new order is a weighted
+    reciprocal rank fusion of two rankings of the same head, the cross-encoder's (weight `weight`) and the
+    fused one (weight 1 - `weight`): ranks, not scores, so the two need no common scale. It keeps the first
+    stage's evidence where a cross-encoder trained on little data is unsure.
 
     The budget is checked before each batch against a prediction of its cost (this query's measured time per
     pair, else the model's recent average), so a batch that cannot finish in time is not started. Any
@@ -117,7 +133,7 @@ def rerank_hits(
 
     def outcome(status: Status, error: str | None = None) -> RerankOutcome:
         took_ms = (time.perf_counter() - t0) * 1000.0
-        return RerankOutcome(encoder.name, status, top_n, scored, round(took_ms, 3), error)
+        return RerankOutcome(encoder.name, status, top_n, scored, round(took_ms, 3), error, weight)
 
     for start in range(0, len(order), batch_size):
         idx = order[start : start + batch_size]
@@ -137,6 +153,14 @@ def rerank_hits(
         return hits, outcome("error", "reranker returned non-finite scores")
     # A stable sort: equal scores keep the fused order.
     ranked = sorted(range(len(head)), key=lambda i: -float(scores[i]))
+    if weight < 1.0:
+        fused = reciprocal_rank_fusion(
+            {"rerank": ranked, "fused": list(range(len(head)))},
+            k=rrf_k,
+            depth=len(head),
+            weights={"rerank": weight, "fused": 1.0 - weight},
+        )
+        ranked = [int(i) for i, _ in fused]  # type: ignore[call-overload]
     reranked = [dataclasses.replace(head[i], rerank_score=float(scores[i])) for i in ranked]
     return reranked + tail, outcome("ok")
 

@@ -92,6 +92,13 @@ class RerankOptions(BaseModel):
         description="time budget of the rerank step per query; past it the fused order is returned with "
         "rerank.status 'timeout'. Unset: the server's VELA_RERANK_MAX_MS",
     )
+    weight: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="the cross-encoder's share of the new order: 1 sorts by its score alone; below 1, a weighted "
+        "RRF of its ranking (this weight) and the fused ranking (1 - weight). Unset: the server's VELA_RERANK_WEIGHT",
+    )
 
 
 class SearchOptions(BaseModel):
@@ -172,6 +179,7 @@ class RerankInfo(BaseModel):
     scored: int = Field(..., description="pairs the cross-encoder scored")
     took_ms: float
     error: str | None = Field(None, description="why the fused order was kept")
+    weight: float = Field(..., description="the cross-encoder's share of the order (1: its score alone)")
 
 
 class SearchResponse(BaseModel):

@@ -24,6 +24,9 @@ class Settings(IndexingSettings):
     query_batch_wait_ms: float = Field(1.0, ge=0, le=100, description="how long a query waits for others to join")
     reranker: str | None = Field(None, description="default reranker directory for /search rerank; loaded at start")
     rerank_max_ms: float = Field(2000.0, gt=0, description="rerank time budget per query when a request sets none")
+    rerank_weight: float = Field(
+        1.0, ge=0, le=1, description="the cross-encoder's share of the reranked order when a request sets none"
+    )
     rerank_batch_size: int = Field(16, ge=1, description="(query, passage) pairs per cross-encoder pass")
     bm25_method: str = "lucene"
     bm25_k1: float = 1.2

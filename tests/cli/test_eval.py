@@ -36,9 +36,15 @@ def test_eval_writes_the_documented_json(beir_dir: Path, tmp_path: Path) -> None
     for m in result["metrics"].values():
         assert set(m) == {"ndcg@10", "recall@100", "mrr@10"}
         assert 0.3 < m["ndcg@10"] <= 1.0  # relevant docs are a good share of this tiny corpus
-    # Re-running on the same workdir reuses the ingested collection (unchanged docs are not re-embedded).
-    assert main([*args, "--workdir", str(tmp_path / "work"), "--dim", "256"]) == 0
-    assert json.loads(out.read_text())["dim"] == "256"
+    # Re-running on the same workdir reuses the ingested collection (unchanged docs are not re-embedded);
+    # --query-ids scores a subset (a reranker's held-out dev queries, say).
+    ids = tmp_path / "ids.txt"
+    some = sorted(json.loads(x)["_id"] for x in (data / "queries.jsonl").read_text().splitlines())[:3]
+    ids.write_text("# dev\n" + "\n".join(some) + "\nnot-a-query\n")
+    assert main([*args, "--workdir", str(tmp_path / "work"), "--dim", "256", "--query-ids", str(ids)]) == 0
+    again = json.loads(out.read_text())
+    assert again["dim"] == "256" and again["queries"] == 3 and again["query_ids"] == str(ids)
+    assert main([*args, "--query-ids", str(tmp_path / "missing.txt")]) == 2
 
 
 def test_parser_has_the_subcommands() -> None:

@@ -68,6 +68,19 @@ def test_ties_keep_the_fused_order() -> None:
     assert [h.id for h in out] == ["d0", "d1", "d2"]
 
 
+def test_a_weight_below_one_fuses_the_cross_encoder_ranking_with_the_fused_one() -> None:
+    hits = _hits([1, 2, 3, 4, 5, 6])  # fused order d0..d5; the cross-encoder reverses it
+    pure, outcome = _rerank(FakeEncoder(), hits, weight=1.0)
+    assert [h.id for h in pure] == ["d5", "d4", "d3", "d2", "d1", "d0"] and outcome.weight == 1.0
+    kept, _ = _rerank(FakeEncoder(), hits, weight=0.0)
+    assert [h.id for h in kept] == ["d0", "d1", "d2", "d3", "d4", "d5"]
+    # 0.7 / (1 + r_ce) + 0.3 / (1 + r_fused): the cross-encoder leads, the fused order breaks its near-ties.
+    mixed, outcome = _rerank(FakeEncoder(), hits, weight=0.7, rrf_k=1)
+    expected = sorted(range(6), key=lambda i: -(0.7 / (1 + 6 - i) + 0.3 / (1 + i + 1)))
+    assert [h.id for h in mixed] == [f"d{i}" for i in expected] and outcome.weight == 0.7
+    assert [h.rerank_score for h in mixed] == [float(i + 1) for i in expected]  # still the model's own scores
+
+
 def test_scoring_goes_in_batches() -> None:
     encoder = FakeEncoder()
     _rerank(encoder, _hits(list(range(7))), batch_size=3)

@@ -65,6 +65,14 @@ def test_rerank_orders_hits_by_the_cross_encoder(client: httpx.Client, reranker:
     assert body["took_ms"] >= info["took_ms"]
 
 
+def test_a_weight_below_one_blends_with_the_fused_order(client: httpx.Client) -> None:
+    plain = [h["id"] for h in _search(client)["hits"]]
+    kept = _search(client, rerank={"top_n": 5, "weight": 0.0})
+    assert [h["id"] for h in kept["hits"]] == plain and kept["rerank"]["weight"] == 0.0
+    assert all(h["rerank_score"] is not None for h in kept["hits"])  # scored, then outvoted by the fused order
+    assert _search(client, rerank={"top_n": 5})["rerank"]["weight"] == 1.0  # the server's VELA_RERANK_WEIGHT
+
+
 def test_top_n_beyond_k_reranks_more_than_it_returns(client: httpx.Client) -> None:
     full = _search(client, rerank={"top_n": 5})["hits"]
     two = _search(client, k=2, rerank={"top_n": 5})["hits"]
@@ -105,6 +113,7 @@ def test_batch_search_reranks_every_query(client: httpx.Client) -> None:
         ({"max_ms": 0}, "invalid_request", "rerank.max_ms: Input should be greater than 0"),
         ({"model": ""}, "invalid_request", "rerank.model: String should have at least 1 character"),
         ({"topn": 5}, "invalid_request", "rerank.topn: Extra inputs are not permitted"),
+        ({"weight": 1.5}, "invalid_request", "rerank.weight: Input should be less than or equal to 1"),
         ({"model": "/no/such/reranker"}, "unknown_reranker", "reranker '/no/such/reranker' is not a local model"),
     ],
 )

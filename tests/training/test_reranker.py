@@ -60,6 +60,18 @@ def test_groups_are_positive_first_with_bm25_negatives(beir: Path) -> None:
     assert again == groups  # a fixed seed, the same training set
 
 
+def test_dev_queries_are_held_out_of_training(beir: Path) -> None:
+    args = DataArguments(data=str(beir), negatives=3, bm25_depth=6, dev_queries=3)
+    groups, stats = build_groups(args, seed=1)
+    dev = stats["dev_query_ids"]
+    assert len(dev) == 3 and stats["queries"] == 7 and len(groups) == 7
+    queries = {json.loads(x)["_id"]: json.loads(x)["text"] for x in (beir / "queries.jsonl").read_text().splitlines()}
+    assert not {queries[q] for q in dev} & {g.query for g in groups}
+    assert build_groups(args, seed=1)[1]["dev_query_ids"] == dev  # the same draw every time
+    with pytest.raises(ValueError, match="leaves no query to train on"):
+        build_groups(DataArguments(data=str(beir), negatives=3, bm25_depth=6, dev_queries=10), seed=1)
+
+
 def test_loss_is_cross_entropy_with_the_positive_first() -> None:
     class Fixed(torch.nn.Module):
         def forward(self, scores: torch.Tensor) -> object:
@@ -124,9 +136,13 @@ def test_config_file_sets_flags_and_the_command_line_wins(
 ) -> None:
     config = tmp_path / "reranker.yaml"
     config.write_text("learning_rate: 0.0005\nhead_dropout: 0.1\nmax_length: 40\n")
-    saved = _train(beir, backbones["bert"], tmp_path / "out", "--config", str(config), "--max_length", "56")
+    out = tmp_path / "out"
+    saved = _train(beir, backbones["bert"], out, "--config", str(config), "--max_length", "56", "--dev_queries", "2")
     assert saved["training"]["learning_rate"] == 5e-4 and saved["model"]["head_dropout"] == 0.1
     assert saved["model"]["max_length"] == 56
+    # The held-out queries are listed beside the model, for `vela eval --query-ids`.
+    dev = (out / "dev_queries.txt").read_text().split()
+    assert dev == saved["data_stats"]["dev_query_ids"] and len(dev) == 2 and saved["data_stats"]["queries"] == 8
 
 
 def test_bad_arguments_are_refused(beir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -53,12 +53,21 @@ class DataArguments:
     samples_per_qrel: int = field(default=1, metadata={"help": "groups per (query, positive); RankMamba uses 2"})
     max_queries: int | None = field(default=None, metadata={"help": "train on the first N queries only (smoke runs)"})
     data_seed_offset: int = field(default=0, metadata={"help": "added to --seed for negative sampling"})
+    dev_queries: int = field(
+        default=0,
+        metadata={
+            "help": "hold out N queries (a seeded draw) from training; their ids are written to OUT/dev_queries.txt "
+            "for `vela eval --query-ids` (choosing rerank options without looking at the test split)"
+        },
+    )
 
     def __post_init__(self) -> None:
         if not self.data:
             raise ValueError("--data is required: a BEIR folder with corpus.jsonl, queries.jsonl, qrels/")
         if self.negatives < 1 or self.bm25_depth < self.negatives:
             raise ValueError(f"need 1 <= negatives <= bm25_depth, got {self.negatives}, {self.bm25_depth}")
+        if self.dev_queries < 0:
+            raise ValueError(f"dev_queries must be >= 0, got {self.dev_queries}")
         if self.samples_per_qrel < 1:
             raise ValueError(f"samples_per_qrel must be >= 1, got {self.samples_per_qrel}")
 

@@ -18,6 +18,13 @@ from training.cli_args import expand_config
 from training.reranker.arguments import DataArguments, ModelArguments, RerankerTrainingArguments
 
 DESCRIPTION = __doc__
+DEV_QUERIES_FILE = "dev_queries.txt"  # the held-out query ids, one per line: `vela eval --query-ids` reads it
+
+
+def write_dev_queries(path: Path, qids: list[str]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(f"{q}\n" for q in qids))
+    tmp.replace(path)
 
 
 def parse(argv: list[str]) -> tuple[ModelArguments, DataArguments, RerankerTrainingArguments, Path]:
@@ -82,7 +89,10 @@ def main(argv: list[str]) -> int:
         "seconds": round(time.time() - t0, 1),
     }
     save(trainer.model, tokenizer, out, arguments)
-    print(json.dumps({"out": str(out), **stats, **result.metrics, "seconds": arguments["seconds"]}, indent=2))
+    if stats["dev_query_ids"]:
+        write_dev_queries(out / DEV_QUERIES_FILE, stats["dev_query_ids"])
+    shown = {k: v for k, v in stats.items() if k != "dev_query_ids"}
+    print(json.dumps({"out": str(out), **shown, **result.metrics, "seconds": arguments["seconds"]}, indent=2))
     return 0
 
 

@@ -46,6 +46,14 @@ def build_groups(args: DataArguments, *, seed: int) -> tuple[list[Group], dict[s
     queries = read_queries(root)
     qrels = read_qrels(root, args.split)
     qids = [q for q in qrels if q in queries and any(g > 0 and d in row for d, g in qrels[q].items())]
+    dev: list[str] = []
+    if args.dev_queries:
+        if args.dev_queries >= len(qids):
+            raise ValueError(f"dev_queries={args.dev_queries} leaves no query to train on (of {len(qids)})")
+        # A draw of its own (not the negatives' rng), so the held-out set does not move with other options.
+        dev = sorted(random.Random(f"dev:{seed}").sample(qids, args.dev_queries))
+        held_out = set(dev)
+        qids = [q for q in qids if q not in held_out]
     if args.max_queries is not None:
         qids = qids[: args.max_queries]
     if not qids:
@@ -77,6 +85,7 @@ def build_groups(args: DataArguments, *, seed: int) -> tuple[list[Group], dict[s
         "groups": len(groups),
         "group_size": 1 + args.negatives,
         "groups_topped_up_randomly": padded,
+        "dev_query_ids": dev,
     }
     log.info("training groups", extra=stats)
     return groups, stats

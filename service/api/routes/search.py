@@ -70,6 +70,8 @@ async def _run(state: AppState, opts: SearchOptions, queries: list[str]) -> list
                 top_n=opts.rerank.top_n,
                 max_ms=opts.rerank.max_ms or state.settings.rerank_max_ms,
                 batch_size=state.settings.rerank_batch_size,
+                weight=state.settings.rerank_weight if opts.rerank.weight is None else opts.rerank.weight,
+                rrf_k=opts.rrf_k,
             )
         except UnknownReranker as exc:
             raise ApiError(422, "unknown_reranker", str(exc)) from exc
