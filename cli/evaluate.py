@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import shlex
@@ -41,7 +42,7 @@ def evaluate(
     rescore: bool = True,
     rerank: str | None = None,
     rerank_top_n: int = 50,
-    rerank_weight: float = 1.0,
+    rerank_weights: tuple[float, ...] = (1.0,),
     query_ids: Path | None = None,
     precision: str | None = None,
 ) -> dict[str, Any]:
@@ -100,19 +101,25 @@ def evaluate(
             top_n=rerank_top_n,
             max_ms=None,
             batch_size=settings.rerank_batch_size,
-            weight=rerank_weight,
+            weight=rerank_weights[0],
         )
+        if len(rerank_weights) > 1 and step.encoder is not None:  # the model runs once per pair, for every weight
+            step = dataclasses.replace(step, encoder=MemoScores(step.encoder))
     metrics: dict[str, dict[str, float]] = {}
     baseline: dict[str, dict[str, float]] = {}
     added_ms: dict[str, list[float]] = {}
+    by_weight: dict[str, dict[str, dict[str, float]]] = {}
     for mode in modes:
         search = partial(
             _search_mode, coll=coll, embedder=emb, queries=queries, qids=qids, mode=mode, dim=dim, rescore=rescore
         )
         if step is not None:
             baseline[mode] = _score(qrels, search(rerank=None)[0])
-        run, added_ms[mode] = search(rerank=step)
+        run, added_ms[mode] = search(rerank=step)  # the first weight: the headline, and the latency measured
         metrics[mode] = _score(qrels, run)
+        for w in rerank_weights[1:] if step is not None else ():
+            again, _ = search(rerank=dataclasses.replace(step, weight=w))  # scores from the memo: no latency
+            by_weight.setdefault(f"{w:g}", {})[mode] = _score(qrels, again)
     stats = coll.stats()
     extra: dict[str, Any] = {}
     if step is not None:
@@ -120,12 +127,14 @@ def evaluate(
         extra["rerank"] = {
             "model": step.model,
             "top_n": rerank_top_n,
-            "weight": rerank_weight,
+            "weight": rerank_weights[0],
             "precision": settings.precision,
             "batch_size": settings.rerank_batch_size,
             "added_latency_ms_p50": {m: round(float(np.percentile(v, 50)), 1) for m, v in added_ms.items() if v},
             "added_latency_ms_p90": {m: round(float(np.percentile(v, 90)), 1) for m, v in added_ms.items() if v},
         }
+        if by_weight:
+            extra["rerank"]["metrics_by_weight"] = {f"{rerank_weights[0]:g}": metrics, **by_weight}
     return {
         "dataset": data.name,
         "metrics": metrics,
@@ -142,6 +151,26 @@ def evaluate(
         "precision": settings.precision,
         **extra,
     }
+
+
+class MemoScores:
+    """Eval only: a cross-encoder whose scores are kept per (query, text), so that each further rerank
+    weight reorders the same scores instead of running the model again."""
+
+    def __init__(self, encoder: Any) -> None:
+        self.encoder = encoder
+        self.name = encoder.name
+        self.memo: dict[tuple[str, str], float] = {}
+
+    def __getattr__(self, attr: str) -> Any:  # seconds_per_pair and the rest: the model's own
+        return getattr(self.encoder, attr)
+
+    def score(self, query: str, documents: list[str]) -> np.ndarray:
+        todo = [d for d in dict.fromkeys(documents) if (query, d) not in self.memo]
+        if todo:
+            for d, s in zip(todo, self.encoder.score(query, todo), strict=True):
+                self.memo[(query, d)] = float(s)
+        return np.array([self.memo[(query, d)] for d in documents], dtype=np.float32)
 
 
 def read_query_ids(path: Path) -> set[str]:
@@ -209,8 +238,12 @@ def main(args: argparse.Namespace) -> int:
     if bad:
         print(f"unknown modes {bad}: use bm25, dense, hybrid", file=sys.stderr)
         return 2
-    if not 0.0 <= args.rerank_weight <= 1.0:
-        print(f"--rerank-weight must be within [0, 1], got {args.rerank_weight}", file=sys.stderr)
+    try:
+        weights = tuple(float(w) for w in args.rerank_weight.split(","))
+    except ValueError:
+        weights = ()
+    if not weights or not all(0.0 <= w <= 1.0 for w in weights):
+        print(f"--rerank-weight: numbers within [0, 1], comma-separated; got {args.rerank_weight!r}", file=sys.stderr)
         return 2
     if args.query_ids and not Path(args.query_ids).is_file():
         print(f"--query-ids: no file {args.query_ids}", file=sys.stderr)
@@ -225,7 +258,7 @@ def main(args: argparse.Namespace) -> int:
         rescore=not args.no_rescore,
         rerank=args.rerank,
         rerank_top_n=args.rerank_top_n,
-        rerank_weight=args.rerank_weight,
+        rerank_weights=weights,
         query_ids=Path(args.query_ids) if args.query_ids else None,
         precision=args.precision,
     )

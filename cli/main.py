@@ -44,9 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--rerank-top-n", type=int, default=50, help="hits the reranker rescores (default 50)")
     ev.add_argument(
         "--rerank-weight",
-        type=float,
-        default=1.0,
-        help="the cross-encoder's share of the order: 1 its score alone, below 1 a weighted RRF with the fused order",
+        default="1",
+        help="the cross-encoder's share of the order: 1 its score alone, below 1 a weighted RRF with the fused "
+        "order; a comma list scores each weight from the same model scores (the first is the headline)",
     )
     ev.add_argument(
         "--query-ids", default=None, metavar="FILE", help="score only these queries (one id per line), e.g. dev ids"

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from cli.main import build_parser, main
+from tests.reranker_fixtures import make_reranker
 
 
 def _slice(beir: Path, out: Path, n_queries: int = 12) -> Path:
@@ -45,6 +46,20 @@ def test_eval_writes_the_documented_json(beir_dir: Path, tmp_path: Path) -> None
     again = json.loads(out.read_text())
     assert again["dim"] == "256" and again["queries"] == 3 and again["query_ids"] == str(ids)
     assert main([*args, "--query-ids", str(tmp_path / "missing.txt")]) == 2
+
+
+def test_eval_reranks_at_several_weights_from_one_scoring(beir_dir: Path, tmp_path: Path) -> None:
+    data = _slice(beir_dir, tmp_path / "mini", n_queries=6)
+    reranker = make_reranker("bert", tmp_path / "rr")
+    out = tmp_path / "eval.json"
+    args = ["eval", "--data", str(data), "--modes", "hybrid", "--workdir", str(tmp_path / "work"), "--json", str(out)]
+    assert main([*args, "--rerank", str(reranker), "--rerank-top-n", "10", "--rerank-weight", "1,0"]) == 0
+    result = json.loads(out.read_text())
+    info = result["rerank"]
+    assert info["weight"] == 1.0 and info["added_latency_ms_p50"]["hybrid"] > 0
+    assert info["metrics_by_weight"]["1"] == result["metrics"]
+    assert info["metrics_by_weight"]["0"] == result["baseline"]  # weight 0: the fused order, whatever the model says
+    assert main([*args, "--rerank", str(reranker), "--rerank-weight", "1,2"]) == 2
 
 
 def test_parser_has_the_subcommands() -> None:
