@@ -11,7 +11,7 @@ import sys
 import time
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import ir_measures
 import numpy as np
@@ -20,6 +20,7 @@ from tqdm import tqdm
 from cli.beir import read_corpus, read_qrels, read_queries
 from indexing.ingest import run_job
 from indexing.jobs import JobKind
+from models.reranker import CrossEncoder
 from service.documents import get_or_create_collection
 from service.rerank import Reranking, prepare_rerank
 from service.search import search_batch
@@ -104,7 +105,7 @@ def evaluate(
             weight=rerank_weights[0],
         )
         if len(rerank_weights) > 1 and step.encoder is not None:  # the model runs once per pair, for every weight
-            step = dataclasses.replace(step, encoder=MemoScores(step.encoder))
+            step = dataclasses.replace(step, encoder=cast(CrossEncoder, MemoScores(step.encoder)))
     metrics: dict[str, dict[str, float]] = {}
     baseline: dict[str, dict[str, float]] = {}
     added_ms: dict[str, list[float]] = {}
@@ -113,11 +114,13 @@ def evaluate(
         search = partial(
             _search_mode, coll=coll, embedder=emb, queries=queries, qids=qids, mode=mode, dim=dim, rescore=rescore
         )
-        if step is not None:
-            baseline[mode] = _score(qrels, search(rerank=None)[0])
+        if step is None:
+            metrics[mode] = _score(qrels, search(rerank=None)[0])
+            continue
+        baseline[mode] = _score(qrels, search(rerank=None)[0])
         run, added_ms[mode] = search(rerank=step)  # the first weight: the headline, and the latency measured
         metrics[mode] = _score(qrels, run)
-        for w in rerank_weights[1:] if step is not None else ():
+        for w in rerank_weights[1:]:
             again, _ = search(rerank=dataclasses.replace(step, weight=w))  # scores from the memo: no latency
             by_weight.setdefault(f"{w:g}", {})[mode] = _score(qrels, again)
     stats = coll.stats()
