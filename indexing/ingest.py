@@ -14,6 +14,7 @@ from indexing.collection import Collection, CollectionNotFound, CollectionStore
 from indexing.context import commit_collection, ensure_context, maybe_refresh
 from indexing.docstore import StoredDocument, passage_text
 from indexing.jobs import TERMINAL, JobKind, JobStatus, JobStore
+from indexing.settings import RayIngestOptions
 from indexing.shards import ShardedCollection
 from models import Embedder, EmbedderCache
 from models.cde.context import CorpusContext
@@ -80,12 +81,12 @@ def run_job(
     on_progress: Callable[[int, int], None] | None = None,
     worker: str = "in-process",
     context_refresh_fraction: float = 0.5,
-    ray_address: str | None = None,
+    ray: RayIngestOptions | None = None,
 ) -> JobStatus:
     """Run a job to its end. Safe to run again after a crash: upserts by id converge to the same state.
 
-    With `ray_address`, an upsert into a sharded collection is embedded on that Ray cluster instead
-    (indexing/ray_ingest.py); everything else runs here."""
+    With `ray` (the process's IndexingSettings.ray_ingest()), an upsert into a sharded collection is embedded
+    on that Ray cluster instead (indexing/ray_ingest.py); everything else runs here."""
     job = jobs.get(job_id)
     if job.status in TERMINAL:
         return job.status
@@ -93,12 +94,10 @@ def run_job(
     try:
         coll = collections.get(job.collection)
         payload = jobs.payload(job_id)
-        if ray_address and isinstance(coll, ShardedCollection) and job.kind == JobKind.UPSERT:
+        if ray is not None and isinstance(coll, ShardedCollection) and job.kind == JobKind.UPSERT:
             from indexing.ray_ingest import run_ray_job  # Ray is imported only on this path
 
-            status = run_ray_job(
-                job_id=job_id, jobs=jobs, coll=coll, payload=payload, address=ray_address, batch_size=batch_size
-            )
+            status = run_ray_job(job_id=job_id, jobs=jobs, coll=coll, payload=payload, ray=ray, batch_size=batch_size)
             jobs.finish(job_id, status)
             return status
         embedder = embedders.get(coll.settings.embedder)

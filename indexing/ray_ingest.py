@@ -27,6 +27,7 @@ from indexing.chunking import ChunkingParams
 from indexing.docstore import StoredDocument
 from indexing.ingest import chunk_and_embed, content_hash
 from indexing.jobs import JobStatus, JobStore
+from indexing.settings import RayIngestOptions
 from indexing.shards import ShardedCollection
 
 log = logging.getLogger("vela.ray_ingest")
@@ -166,20 +167,17 @@ def ingest_sharded(
 
 
 def run_ray_job(
-    *, job_id: str, jobs: JobStore, coll: ShardedCollection, payload: list[Any], address: str, batch_size: int
+    *, job_id: str, jobs: JobStore, coll: ShardedCollection, payload: list[Any], ray: RayIngestOptions, batch_size: int
 ) -> JobStatus:
-    """A queued upsert job on Ray (run_job hands it here when the process has a Ray address)."""
-    from indexing.settings import IndexingSettings
-
-    settings = IndexingSettings()
+    """A queued upsert job on Ray (run_job hands it here when the process's settings name a Ray address)."""
     finished = ingest_sharded(
         coll=coll,
         documents=payload,
-        address=address,
+        address=ray.address,
         batch_size=batch_size,
-        actors=settings.ray_encoder_actors,
-        actor_cpus=settings.ray_encoder_cpus,
-        precision=settings.precision,
+        actors=ray.actors,
+        actor_cpus=ray.actor_cpus,
+        precision=ray.precision,
         on_progress=lambda done, _total: jobs.progress(job_id, done),
         cancelled=lambda: jobs.cancel_requested(job_id),
     )

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from indexing.dense import DenseIndexParams
+
+
+@dataclass(frozen=True)
+class RayIngestOptions:
+    """How a process with a Ray address embeds sharded upserts (from its IndexingSettings)."""
+
+    address: str
+    actors: int
+    actor_cpus: float
+    precision: str
 
 
 class IndexingSettings(BaseSettings):
@@ -48,6 +59,12 @@ class IndexingSettings(BaseSettings):
     ray_shard_cpus: float = Field(1.0, gt=0, description="logical CPUs each shard search actor reserves")
     ray_encoder_actors: int = Field(0, ge=0, description="Ray Data encoder actors (0: one per GPU, else per node)")
     ray_encoder_cpus: float = Field(1.0, gt=0, description="logical CPUs each Ray Data encoder actor reserves")
+
+    def ray_ingest(self) -> RayIngestOptions | None:
+        """None without VELA_RAY_ADDRESS: every job then runs in this process."""
+        if not self.ray_address:
+            return None
+        return RayIngestOptions(self.ray_address, self.ray_encoder_actors, self.ray_encoder_cpus, self.precision)
 
     def dense_index_params(self) -> DenseIndexParams:
         return DenseIndexParams(

@@ -53,7 +53,7 @@ def main(*, name: str | None = None) -> int:
             batch_size=settings.ingest_batch_size,
             commit_interval_s=settings.commit_interval_s,
             context_refresh_fraction=settings.context_refresh_fraction,
-            ray_address=settings.ray_address,
+            ray=settings.ray_ingest(),
             on_progress=lambda _done, _total: heartbeat(),
             worker=name,
         )

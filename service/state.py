@@ -67,7 +67,7 @@ def build_state(settings: Settings) -> AppState:
             batch_size=settings.ingest_batch_size,
             commit_interval_s=settings.commit_interval_s,
             context_refresh_fraction=settings.context_refresh_fraction,
-            ray_address=settings.ray_address,
+            ray=settings.ray_ingest(),
         )
 
     queue: JobQueue
