@@ -90,6 +90,7 @@ def evaluate(
         qids = [q for q in qids if q in wanted]
         if not qids:
             raise ValueError(f"none of the ids in {query_ids} is a {split} query of {data}")
+        qrels = {q: qrels[q] for q in qids}  # the mean is over these queries only (a missing run counts as 0)
     emb = state.embedders.get(coll.settings.embedder)
     # --rerank: the service's own rerank step (no time budget) on each mode's top N; the metrics without it
     # are kept as "baseline", and the time it adds per query is reported.

@@ -45,6 +45,8 @@ def test_eval_writes_the_documented_json(beir_dir: Path, tmp_path: Path) -> None
     assert main([*args, "--workdir", str(tmp_path / "work"), "--dim", "256", "--query-ids", str(ids)]) == 0
     again = json.loads(out.read_text())
     assert again["dim"] == "256" and again["queries"] == 3 and again["query_ids"] == str(ids)
+    # The metrics are means over the 3 queries, not over all the split's (a subset must not score lower).
+    assert again["metrics"]["bm25"]["recall@100"] > 0.5
     assert main([*args, "--query-ids", str(tmp_path / "missing.txt")]) == 2
 
 
