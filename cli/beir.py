@@ -33,3 +33,15 @@ def read_qrels(root: Path, split: str) -> dict[str, dict[str, int]]:
         for row in csv.DictReader(f, delimiter="\t"):
             qrels.setdefault(str(row["query-id"]), {})[str(row["corpus-id"])] = max(0, int(float(row["score"])))
     return qrels
+
+
+def read_query_ids(path: Path) -> set[str]:
+    """A query-id list (e.g. a reranker's held-out dev queries): one id per line; blanks and '#' comments skipped."""
+    lines = (line.split("#", 1)[0].strip() for line in path.read_text().splitlines())
+    return {line for line in lines if line}
+
+
+def write_query_ids(path: Path, qids: list[str]) -> None:
+    from indexing.snapshot import write_atomic  # the project's atomic write; faiss stays out of a plain read
+
+    write_atomic(path, "".join(f"{q}\n" for q in qids).encode())

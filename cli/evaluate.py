@@ -17,7 +17,7 @@ import ir_measures
 import numpy as np
 from tqdm import tqdm
 
-from cli.beir import read_corpus, read_qrels, read_queries
+from cli.beir import read_corpus, read_qrels, read_queries, read_query_ids
 from indexing.ingest import run_job
 from indexing.jobs import JobKind
 from models.reranker import CrossEncoder
@@ -175,12 +175,6 @@ class MemoScores:
             for d, s in zip(todo, self.encoder.score(query, todo), strict=True):
                 self.memo[(query, d)] = float(s)
         return np.array([self.memo[(query, d)] for d in documents], dtype=np.float32)
-
-
-def read_query_ids(path: Path) -> set[str]:
-    """One query id per line; blank lines and '#' comments are skipped."""
-    lines = (line.split("#", 1)[0].strip() for line in path.read_text().splitlines())
-    return {line for line in lines if line}
 
 
 def _search_mode(

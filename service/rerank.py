@@ -12,7 +12,7 @@ import dataclasses
 import logging
 import time
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 
@@ -160,7 +160,7 @@ def rerank_hits(
             depth=len(head),
             weights={"rerank": weight, "fused": 1.0 - weight},
         )
-        ranked = [int(i) for i, _ in fused]  # type: ignore[call-overload]
+        ranked = [cast(int, i) for i, _ in fused]
     reranked = [dataclasses.replace(head[i], rerank_score=float(scores[i])) for i in ranked]
     return reranked + tail, outcome("ok")
 

@@ -21,12 +21,6 @@ DESCRIPTION = __doc__
 DEV_QUERIES_FILE = "dev_queries.txt"  # the held-out query ids, one per line: `vela eval --query-ids` reads it
 
 
-def write_dev_queries(path: Path, qids: list[str]) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("".join(f"{q}\n" for q in qids))
-    tmp.replace(path)
-
-
 def parse(argv: list[str]) -> tuple[ModelArguments, DataArguments, RerankerTrainingArguments, Path]:
     from transformers import HfArgumentParser
 
@@ -57,6 +51,7 @@ def main(argv: list[str]) -> int:
         return 2
     from transformers import set_seed
 
+    from cli.beir import write_query_ids
     from models.reranker import RerankerProcessor
     from training.reranker.collator import RerankerCollator
     from training.reranker.dataset import GroupDataset, build_groups
@@ -90,7 +85,7 @@ def main(argv: list[str]) -> int:
     }
     save(trainer.model, tokenizer, out, arguments)
     if stats["dev_query_ids"]:
-        write_dev_queries(out / DEV_QUERIES_FILE, stats["dev_query_ids"])
+        write_query_ids(out / DEV_QUERIES_FILE, stats["dev_query_ids"])
     shown = {k: v for k, v in stats.items() if k != "dev_query_ids"}
     print(json.dumps({"out": str(out), **shown, **result.metrics, "seconds": arguments["seconds"]}, indent=2))
     return 0
