@@ -55,6 +55,10 @@ def main(args: argparse.Namespace) -> int:
     from service.state import build_state
 
     update: dict[str, Any] = {"data_dir": Path(args.data_dir)} if args.data_dir else {}
+    if args.ray:
+        update["ray_address"] = args.ray
+        if args.actors is not None:
+            update["ray_encoder_actors"] = args.actors
     settings = Settings().model_copy(update=update)
     docs = list(read_documents(args.data))[: args.max_docs]
     state = build_state(settings)
@@ -71,39 +75,17 @@ def main(args: argparse.Namespace) -> int:
         def advance(done: int, _total: int) -> None:
             bar.update(done - bar.n)
 
-        if args.ray:
-            from indexing.ray_ingest import ingest_sharded
-
-            assert isinstance(coll, ShardedCollection)
-            state.jobs.start(job.id, "vela-ingest-ray")
-
-            def progress(done: int, total: int) -> None:
-                state.jobs.progress(job.id, done)
-                advance(done, total)
-
-            finished = ingest_sharded(
-                coll=coll,
-                documents=docs,
-                address=args.ray,
-                batch_size=settings.ingest_batch_size,
-                actors=args.actors if args.actors is not None else settings.ray_encoder_actors,
-                actor_cpus=settings.ray_encoder_cpus,
-                precision=settings.precision,
-                on_progress=progress,
-                cancelled=lambda: state.jobs.cancel_requested(job.id),
-            )
-            status = JobStatus.SUCCEEDED if finished else JobStatus.CANCELLED
-            state.jobs.finish(job.id, status)
-        else:
-            status = run_job(
-                job_id=job.id,
-                jobs=state.jobs,
-                collections=state.collections,
-                embedders=state.embedders,
-                batch_size=settings.ingest_batch_size,
-                on_progress=advance,
-                worker="vela-ingest",
-            )
+        # The same job runner as a server's queue: with --ray, run_job hands the upsert to Ray Data.
+        status = run_job(
+            job_id=job.id,
+            jobs=state.jobs,
+            collections=state.collections,
+            embedders=state.embedders,
+            batch_size=settings.ingest_batch_size,
+            on_progress=advance,
+            worker="vela-ingest-ray" if args.ray else "vela-ingest",
+            ray=settings.ray_ingest() if args.ray else None,  # VELA_RAY_ADDRESS alone does not send it to Ray
+        )
     final = state.jobs.get(job.id)
     print(json.dumps({"job_id": job.id, "status": str(status), "error": final.error, "stats": coll.stats()}, indent=2))
     return 0 if status == JobStatus.SUCCEEDED else 1

@@ -97,7 +97,15 @@ def run_job(
         if ray is not None and isinstance(coll, ShardedCollection) and job.kind == JobKind.UPSERT:
             from indexing.ray_ingest import run_ray_job  # Ray is imported only on this path
 
-            status = run_ray_job(job_id=job_id, jobs=jobs, coll=coll, payload=payload, ray=ray, batch_size=batch_size)
+            status = run_ray_job(
+                job_id=job_id,
+                jobs=jobs,
+                coll=coll,
+                payload=payload,
+                ray=ray,
+                batch_size=batch_size,
+                on_progress=on_progress,
+            )
             jobs.finish(job_id, status)
             return status
         embedder = embedders.get(coll.settings.embedder)

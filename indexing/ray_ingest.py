@@ -167,9 +167,23 @@ def ingest_sharded(
 
 
 def run_ray_job(
-    *, job_id: str, jobs: JobStore, coll: ShardedCollection, payload: list[Any], ray: RayIngestOptions, batch_size: int
+    *,
+    job_id: str,
+    jobs: JobStore,
+    coll: ShardedCollection,
+    payload: list[Any],
+    ray: RayIngestOptions,
+    batch_size: int,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> JobStatus:
-    """A queued upsert job on Ray (run_job hands it here when the process's settings name a Ray address)."""
+    """A queued upsert job on Ray (run_job hands it here when the process's settings name a Ray address).
+    `on_progress` is the caller's too: a worker's heartbeat, a CLI's progress bar."""
+
+    def progress(done: int, total: int) -> None:
+        jobs.progress(job_id, done)
+        if on_progress is not None:
+            on_progress(done, total)
+
     finished = ingest_sharded(
         coll=coll,
         documents=payload,
@@ -178,7 +192,7 @@ def run_ray_job(
         actors=ray.actors,
         actor_cpus=ray.actor_cpus,
         precision=ray.precision,
-        on_progress=lambda done, _total: jobs.progress(job_id, done),
+        on_progress=progress,
         cancelled=lambda: jobs.cancel_requested(job_id),
     )
     return JobStatus.SUCCEEDED if finished else JobStatus.CANCELLED
