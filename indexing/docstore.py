@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from velaio.files import connect_sqlite, init_sqlite
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS documents (
     doc_id TEXT PRIMARY KEY,
@@ -70,6 +72,14 @@ class PassageHit:
     metadata: dict[str, Any]
 
 
+def _init_schema(conn: sqlite3.Connection) -> None:
+    conn.executescript(SCHEMA)
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(documents)")}
+    if "context_id" not in columns:
+        for sql in MIGRATIONS:
+            conn.execute(sql)
+
+
 class DocStore:
     """Thread-safe: one SQLite connection per thread, writes serialised by SQLite's own lock."""
 
@@ -78,20 +88,12 @@ class DocStore:
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._all_lock = threading.Lock()
-        with self._conn() as conn:
-            conn.executescript(SCHEMA)
-            columns = {row[1] for row in conn.execute("PRAGMA table_info(documents)")}
-            if "context_id" not in columns:
-                for sql in MIGRATIONS:
-                    conn.execute(sql)
+        init_sqlite(path, _init_schema)
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable across process crashes
-            conn.execute("PRAGMA foreign_keys=ON")
+            conn = connect_sqlite(self.path, foreign_keys=True)
             self._local.conn = conn
             with self._all_lock:
                 self._all.append(conn)

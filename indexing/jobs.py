@@ -12,6 +12,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from velaio.files import connect_sqlite, init_sqlite
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
     id TEXT PRIMARY KEY,
@@ -79,6 +81,13 @@ class Job:
         return (self.total - self.done) / rate
 
 
+def _init_schema(conn: sqlite3.Connection) -> None:
+    conn.executescript(SCHEMA)
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(jobs)")}
+    if "worker" not in columns:  # a jobs table from before workers had names
+        conn.execute("ALTER TABLE jobs ADD COLUMN worker TEXT")
+
+
 class JobNotFound(KeyError):
     pass
 
@@ -88,18 +97,12 @@ class JobStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._local = threading.local()
-        conn = self._conn()
-        conn.executescript(SCHEMA)
-        columns = {row[1] for row in conn.execute("PRAGMA table_info(jobs)")}
-        if "worker" not in columns:  # a jobs table from before workers had names
-            conn.execute("ALTER TABLE jobs ADD COLUMN worker TEXT")
+        init_sqlite(path, _init_schema)
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
+            conn = connect_sqlite(self.path)
             self._local.conn = conn
         return conn
 

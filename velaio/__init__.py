@@ -1,0 +1,3 @@
+"""Leaf helpers every layer may import: atomic file writes, SQLite opening, BEIR/JSONL readers.
+
+Imports no other project package (an import-linter contract checks it)."""

@@ -1,0 +1,83 @@
+"""Crash-safe files: atomic replace, directory fsync, and SQLite databases that many processes open at once."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import sqlite3
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+BUSY_TIMEOUT_S = 60.0
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_tree(root: Path) -> None:
+    for dirpath, _, files in os.walk(root):
+        for name in files:
+            with open(os.path.join(dirpath, name), "rb") as f:
+                os.fsync(f.fileno())
+        fsync_dir(Path(dirpath))
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write `data` to a temp file beside `path`, fsync it, rename it over `path`, fsync the directory:
+    a reader sees the old bytes or the new ones, never a mix, and a crash leaves one of the two."""
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
+@contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """An exclusive lock across processes (flock), released by the kernel when the holder dies."""
+    with open(path, "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def init_sqlite(path: Path, init: Callable[[sqlite3.Connection], None]) -> None:
+    """Create or migrate a database that several processes may open at the same moment.
+
+    Switching a new database to WAL takes an exclusive lock for which SQLite does not wait (no busy
+    handler): two workers starting together got "database is locked". So the one-time work (WAL, schema,
+    migrations) runs under a file lock beside the database, one process after another; every later
+    connection finds WAL already set (it is persistent) and only sets per-connection pragmas."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with file_lock(path.with_name(path.name + ".init-lock")):
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            init(conn)
+        finally:
+            conn.close()
+
+
+def connect_sqlite(path: Path, *, foreign_keys: bool = False) -> sqlite3.Connection:
+    """A connection to a database made by init_sqlite (WAL; NORMAL sync is durable across process crashes)."""
+    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+    conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    if foreign_keys:
+        conn.execute("PRAGMA foreign_keys=ON")
+    return conn
