@@ -26,6 +26,7 @@ COPY service ./service
 COPY training ./training
 COPY cli ./cli
 COPY bench ./bench
+COPY velaio ./velaio
 RUN pip install --no-deps . && rm -rf build *.egg-info
 
 RUN useradd --create-home --uid 10001 vela \
