@@ -20,7 +20,6 @@ import regex
 import Stemmer
 from bm25s.stopwords import STOPWORDS_EN
 
-from indexing.bm25_global import CorpusStats, GlobalStatsBM25
 
 METHODS = ("lucene", "okapi", "robertson", "atire", "bm25l", "bm25+")
 TOKEN_RE = regex.compile(r"(?u)\b\w\w+\b")  # bm25s's own token pattern
@@ -73,29 +72,20 @@ class BM25Params:
         return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
 
 
-def _okapi_reweight(
-    model: bm25s.BM25, n_docs: int, k1: float, epsilon: float, stats: CorpusStats | None = None
-) -> None:
+def _okapi_reweight(model: bm25s.BM25, n_docs: int, k1: float, epsilon: float) -> None:
     """Turn a lucene-scored matrix into rank_bm25's Okapi scores, column by column.
 
     Lucene's tf part is Okapi's without the constant (k1 + 1) factor, and its idf
     log(1 + (N-df+.5)/(df+.5)) is always > 0, so each column can be rescaled by
-    (k1 + 1) * idf_okapi / idf_lucene without losing its tf values. With `stats`, N, df and the mean idf
-    are the whole corpus's (a shard of a sharded collection).
+    (k1 + 1) * idf_okapi / idf_lucene without losing its tf values.
     """
     data, indptr = model.scores["data"], model.scores["indptr"]
     df = np.diff(indptr).astype(np.float64)  # (V,) documents per vocabulary column
     present = df > 0
-    if stats is not None:
-        n_docs = stats.n_docs
-        df = np.where(present, stats.df_array(model.vocab_dict, df.shape[0]), 0).astype(np.float64)  # (V,)
-        every = np.fromiter(stats.df.values(), dtype=np.float64, count=len(stats.df))  # (V_global,)
-        mean_idf = np.log((n_docs - every + 0.5) / (every + 0.5)).mean() if every.size else 0.0
     inner = (n_docs - df + 0.5) / (df + 0.5)
     idf_okapi = np.log(inner)  # (V,)
-    if stats is None:
-        # rank_bm25 averages idf over every word of the corpus, then floors the negative ones.
-        mean_idf = idf_okapi[present].mean() if present.any() else 0.0
+    # rank_bm25 averages idf over every word of the corpus, then floors the negative ones.
+    mean_idf = idf_okapi[present].mean() if present.any() else 0.0
     idf_okapi = np.where(idf_okapi < 0, epsilon * mean_idf, idf_okapi)
     idf_lucene = np.log1p(inner)
     scale = np.where(present, (k1 + 1.0) * idf_okapi / idf_lucene, 0.0)
@@ -165,10 +155,9 @@ class BM25Index:
         corpus: list[list[str]] | TokenIdCorpus,
         ids: np.ndarray,
         params: BM25Params,
-        stats: CorpusStats | None = None,
     ) -> BM25Index:
-        """Index the passages; with `stats` (a sharded collection's summed counts, see bm25_global.py) idf and
-        average length come from the whole corpus instead of these passages alone."""
+        """Index the passages with bm25s (the reference the segment postings are tested against, and the
+        index the trainers' BM25 hard negatives come from)."""
         if not isinstance(corpus, TokenIdCorpus):
             tokens, corpus = corpus, TokenIdCorpus()
             corpus.add(tokens)
@@ -188,15 +177,11 @@ class BM25Index:
             "backend": "numba",
             "dtype": "float64" if params.method == "okapi" else "float32",
         }
-        if stats is None:
-            model = bm25s.BM25(**kwargs)
-        else:
-            global_df = stats.df_array(corpus.vocab)  # (V,)
-            model = GlobalStatsBM25(global_df=global_df, n_docs=stats.n_docs, avg_len=stats.avg_len, **kwargs)
+        model = bm25s.BM25(**kwargs)
         with np.errstate(invalid="ignore", divide="ignore"):  # bm25l/bm25+ divide by a 0 mean length then
             model.index(corpus, show_progress=False)
         if params.method == "okapi":
-            _okapi_reweight(model, len(corpus), params.k1, params.epsilon, stats)
+            _okapi_reweight(model, len(corpus), params.k1, params.epsilon)
         return cls(model, ids, params)
 
     def save(self, directory: Path) -> None:

@@ -1,4 +1,7 @@
-"""Collections on disk: their settings, doc store, writer lock and the index snapshot searches read."""
+"""Collections on disk: settings, doc store, writer lock, and the segments of each shard searches read.
+
+An unsharded collection is one shard: its doc store and its `segments/` directory (indexing/manifest.py)
+live at the collection root. A sharded one keeps N such shards under `shards/` (indexing/shards.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +11,6 @@ import re
 import shutil
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -16,18 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from indexing.bm25 import BM25Params
-from indexing.bm25_global import CorpusStats
 from indexing.chunking import ChunkingParams
 from indexing.dense import DenseIndexParams
-from indexing.docstore import DocStore
-from indexing.snapshot import (
-    IndexSnapshot,
-    SnapshotError,
-    build_snapshot,
-    current_version,
-    load_snapshot,
-    write_atomic,
-)
+from indexing.docstore import DocStore, PassageHit
+from indexing.engine import LocalFanout, ShardRef
+from indexing.manifest import ManifestError, current_manifest, current_version
+from indexing.merge_policy import TieredMergePolicy
+from indexing.segment import SegmentError
+from indexing.shard_writer import ShardWriter
 from models.cde.context import CorpusContext
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -41,6 +39,14 @@ class CollectionNotFound(KeyError):
 
 class CollectionConflict(ValueError):
     pass
+
+
+class IndexNotReady(RuntimeError):
+    """A collection has no published index yet (or its files are unreadable until the next commit)."""
+
+
+SEGMENTS_DIR = "segments"
+LEGACY_INDEX_DIR = "index"  # whole-collection snapshots, before segments: rebuilt into one segment on open
 
 
 @dataclass(frozen=True)
@@ -90,15 +96,16 @@ def validate_name(name: str) -> str:
 
 
 class Collection:
+    """One shard: a doc store and its segments. Also the shard holder of an unsharded collection."""
+
     def __init__(self, root: Path, settings: CollectionSettings) -> None:
         self.root = root
         self.settings = settings
         self.name = settings.name
         self.docstore = DocStore(root / "docs.sqlite3")
-        self.index_dir = root / "index"
-        self._snapshot: IndexSnapshot | None = None
-        self._load_lock = threading.Lock()
+        self.segments_dir = root / SEGMENTS_DIR
         self._write_lock = threading.RLock()
+        self._published: list[int] | None = None  # manifest versions searches read, set by refresh()
 
     @contextmanager
     def writer(self) -> Iterator[None]:
@@ -110,168 +117,160 @@ class Collection:
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
-    def snapshot(self) -> IndexSnapshot:
-        """The last committed snapshot; reloaded when another writer (or process) published a newer one."""
-        version = current_version(self.index_dir)
-        snap = self._snapshot
-        if snap is not None and snap.version == version:
-            return snap
-        with self._load_lock:
-            if self._snapshot is None or self._snapshot.version != version:
-                if version is None:
-                    raise SnapshotError(f"collection {self.name!r} has no published index")
-                self._snapshot = load_snapshot(self.index_dir, version)
-            return self._snapshot
+    @property
+    def shard_list(self) -> list[Collection]:
+        return [self]
 
-    def commit(self, context: CorpusContext | None = None) -> int:
-        """Rebuild the indexes from the doc store and publish them (caller may hold the writer lock).
+    @property
+    def bm25_method(self) -> str:
+        return self.settings.bm25.method
+
+    def index_writer(self) -> ShardWriter:
+        s = self.settings
+        extra = {"bm25": s.bm25.to_json(), "embedder": s.embedder}
+        return ShardWriter(self.segments_dir, dim=s.dim, small_dim=s.small_dim, dense=s.dense_index, extra=extra)
+
+    # --- what searches read ------------------------------------------------------------------------
+    def shard_refs(self) -> list[ShardRef]:
+        key = f"#{self.settings.created_at}"
+        return [(str(s.segments_dir), f"{s.segments_dir}{key}") for s in self.shard_list]
+
+    def read_versions(self) -> list[int]:
+        """The manifest versions published for searching, read from disk."""
+        version = current_version(self.segments_dir)
+        if version is None:
+            raise IndexNotReady(f"collection {self.name!r} has no published index")
+        return [version]
+
+    def published_versions(self) -> list[int]:
+        """What searches read: the versions the background reader loaded last (from disk before that)."""
+        return self._published if self._published is not None else self.read_versions()
+
+    def refresh(self, fanout: Any) -> bool:
+        """Load the newest published versions into the fan-out's shard views, then switch searches to them
+        (the background reader calls this, and a writer of this process after it publishes)."""
+        versions = self.read_versions()
+        if versions == self._published:
+            return False
+        fanout.call(self.shard_refs(), "preload", [{"version": v} for v in versions])
+        self._published = versions
+        return True
+
+    def query_context(self, fanout: LocalFanout) -> CorpusContext | None:
+        """A CDE collection's corpus context of the published vectors: queries are encoded with it."""
+        ref = self.shard_refs()[0]
+        return fanout.searcher(ref).view(self.published_versions()[0]).context
+
+    def passages(self, wanted: dict[int, int]) -> dict[int, PassageHit]:
+        """Hydrate passages {pid: shard} from their shards' doc stores; deleted ones are left out."""
+        shards = self.shard_list
+        by_shard: dict[int, list[int]] = {}
+        for pid, s in wanted.items():
+            by_shard.setdefault(s, []).append(pid)
+        out: dict[int, PassageHit] = {}
+        for s, pids in by_shard.items():
+            out.update(shards[s].docstore.passages(pids))
+        return out
+
+    # --- writing ------------------------------------------------------------------------------------
+    def commit(self, context: CorpusContext | None = None, *, rebuild: bool = False) -> int:
+        """Publish what changed in the doc store as a new segment (the caller holds the writer lock).
 
         A CDE collection passes the corpus context all its vectors were made with (indexing/context.py)."""
         if context is None and (self.root / "context").is_dir() and self.docstore.counts()[0]:
-            raise SnapshotError(f"collection {self.name!r} is contextual: commit through commit_collection")
-        return self.publish_snapshot(context=context)
+            raise ManifestError(f"collection {self.name!r} is contextual: commit through commit_collection")
+        return self.index_writer().commit(self.docstore, context, rebuild=rebuild)
 
-    def publish_snapshot(self, *, context: CorpusContext | None = None, bm25_stats: CorpusStats | None = None) -> int:
-        """Build and publish the next snapshot of this directory; a shard of a sharded collection passes the
-        corpus-wide BM25 counts (indexing/shards.py). Returns the version."""
-        s = self.settings
-        version = build_snapshot(
-            self.index_dir,
-            self.docstore,
-            dim=s.dim,
-            small_dim=s.small_dim,
-            bm25_params=s.bm25,
-            extra={"embedder": s.embedder},
-            dense=s.dense_index,
-            context=context,
-            bm25_stats=bm25_stats,
-        )
-        return version
+    def merge(self, policy: TieredMergePolicy | None = None) -> int:
+        """Run the merge policy to its end on every shard; returns how many merges ran."""
+        done = 0
+        for shard in self.shard_list:
+            while shard.index_writer().merge(policy):
+                done += 1
+        return done
 
     def check_consistency(self) -> str:
-        """Compare the published snapshot with the doc store; rebuild when they disagree or a file is bad.
-
-        Returns "ok", "rebuilt: <reason>".
-        """
+        """Bring the published index up to the doc store: a catch-up commit when a crash came between a
+        write and its commit, a rebuild into one segment when there is no manifest (a new collection, or one
+        written before segments) or a segment file is bad. Returns "ok", "committed: ..." or "rebuilt: ..."."""
         with self.writer():
-            try:
-                version = current_version(self.index_dir)
-                if version is None:
-                    reason = "no snapshot"
-                else:
-                    snap = load_snapshot(self.index_dir, version)
-                    if snap.seq == self.docstore.seq():
-                        self._snapshot = snap
-                        return "ok"
-                    reason = f"snapshot seq {snap.seq} != doc store seq {self.docstore.seq()}"
-            except SnapshotError as exc:
-                reason = str(exc)
-            if (self.root / "context").is_dir():
-                # CDE: vectors must be brought to the current context first, which needs the model: the
-                # next job's commit (commit_collection) rebuilds. Searches keep the snapshot they have.
-                return f"stale: {reason} (a contextual collection is rebuilt by its next job)"
-            self.commit()
-            self._snapshot = None
-            return f"rebuilt: {reason}"
+            reasons = []
+            for shard in self.shard_list:
+                reasons.append(shard._check_shard())
+            self._publish_set()
+            bad = [r for r in reasons if r != "ok"]
+            return bad[0] if bad else "ok"
+
+    def _check_shard(self) -> str:
+        try:
+            m = current_manifest(self.segments_dir)
+            if m is None:
+                reason = "no segments" + (" (an index written before segments)" if self._legacy() else "")
+            else:
+                from indexing.shard_view import ShardView
+
+                ShardView.load(self.segments_dir, int(m["version"]))  # every file there and whole
+                if int(m["seq"]) == self.docstore.seq() and not self.docstore.dead_pids().size:
+                    return "ok"
+                if (self.root / "context").is_dir():
+                    return "stale: a contextual collection is caught up by its next job"
+                self.commit()
+                return f"committed: manifest seq {m['seq']} behind the doc store"
+        except (ManifestError, SegmentError, OSError, ValueError, KeyError) as exc:
+            reason = str(exc)
+        if (self.root / "context").is_dir() and self.docstore.counts()[0]:
+            return f"stale: {reason} (a contextual collection is rebuilt by its next job)"
+        self.index_writer().commit(self.docstore, rebuild=True)
+        shutil.rmtree(self.root / LEGACY_INDEX_DIR, ignore_errors=True)
+        return f"rebuilt: {reason}"
+
+    def _legacy(self) -> bool:
+        return (self.root / LEGACY_INDEX_DIR / "CURRENT").exists()
+
+    def _publish_set(self) -> int:
+        """A sharded collection records which shard manifests are searched together (indexing/shards.py)."""
+        return 0
 
     def stats(self) -> dict[str, Any]:
-        docs, passages = self.docstore.counts()
-        snap = self.snapshot()
-        return {
+        docs = passages = 0
+        for shard in self.shard_list:
+            d, p = shard.docstore.counts()
+            docs, passages = docs + d, passages + p
+        versions = self.published_versions()
+        manifests = [current_manifest(s.segments_dir) or {"segments": []} for s in self.shard_list]
+        segs = [e for m in manifests for e in m["segments"]]
+        sizes = [sum(f.stat().st_size for f in (s.segments_dir / e["name"]).rglob("*") if f.is_file())
+                 for s, m in zip(self.shard_list, manifests, strict=True) for e in m["segments"]]
+        kinds = sorted({json.loads((s.segments_dir / e["name"] / "segment.json").read_text())["dense"]["kind"]
+                        for s, m in zip(self.shard_list, manifests, strict=True) for e in m["segments"]})
+        out = {
             "name": self.name,
             "documents": docs,
             "passages": passages,
             "embedder": self.settings.embedder,
             "dims": {"full": self.settings.dim, "small": min(self.settings.small_dim, self.settings.dim)},
             "index": {
-                "version": snap.version,
-                "passages": snap.passages,
-                "bytes": sum(int(v) for v in snap.manifest["files"].values()),
-                "bm25": snap.manifest["bm25"],
-                # What was built ("flat" or "hnsw") and the settings that chose it ("auto" and a threshold).
-                "dense": {"kind": snap.dense_kind, "settings": self.settings.dense_index.to_json()},
+                "version": versions[0] if len(versions) == 1 else int(self._set_generation()),
+                "passages": sum(int(e["rows"]) - int(e["dead"]) for e in segs),
+                "bytes": sum(sizes),
+                "segments": len(segs),
+                "deleted_rows": sum(int(e["dead"]) for e in segs),
+                "bm25": self.settings.bm25.to_json(),
+                # What was built ("flat" or "hnsw", per segment) and the settings that chose it.
+                "dense": {"kind": kinds[0] if len(kinds) == 1 else (kinds or ["flat"]),
+                          "settings": self.settings.dense_index.to_json()},
             },
             "chunking": asdict(self.settings.chunking),
             "created_at": self.settings.created_at,
         }
+        return out
+
+    def _set_generation(self) -> int:
+        return 0
 
     def close(self) -> None:
         self.docstore.close()
 
 
-def open_collection(root: Path, settings: CollectionSettings) -> Collection:
-    """A collection directory as its settings say: one doc store, or shards (each a collection directory)."""
-    if settings.shards == 1:
-        return Collection(root, settings)
-    from indexing.shards import ShardedCollection  # it builds on this module
-
-    return ShardedCollection(root, settings)
-
-
-def read_collection(root: Path) -> Collection:
-    """Open the collection directory at `root` on its own (a shard, from a process that holds no store)."""
-    return open_collection(root, CollectionSettings.from_json(json.loads((root / SETTINGS_FILE).read_text())))
-
-
-class CollectionStore:
-    """All collections under `<data_dir>/collections/`, opened once and shared."""
-
-    def __init__(self, data_dir: Path) -> None:
-        self.root = data_dir / "collections"
-        self.root.mkdir(parents=True, exist_ok=True)
-        self._open: dict[str, Collection] = {}
-        self._lock = threading.Lock()
-
-    def names(self) -> list[str]:
-        return sorted(p.name for p in self.root.iterdir() if NAME_RE.match(p.name) and (p / SETTINGS_FILE).is_file())
-
-    def get(self, name: str) -> Collection:
-        with self._lock:
-            return self._get_locked(name)
-
-    def _get_locked(self, name: str) -> Collection:
-        if name in self._open:
-            return self._open[name]
-        root = self.root / name
-        if not NAME_RE.match(name) or not (root / SETTINGS_FILE).is_file():
-            raise CollectionNotFound(name)
-        settings = CollectionSettings.from_json(json.loads((root / SETTINGS_FILE).read_text()))
-        coll = self._open[name] = open_collection(root, settings)
-        return coll
-
-    def exists(self, name: str) -> bool:
-        return NAME_RE.match(name) is not None and (self.root / name / SETTINGS_FILE).is_file()
-
-    def create(self, settings: CollectionSettings) -> Collection:
-        """Create a collection, or return the existing one if its settings agree."""
-        validate_name(settings.name)
-        with self._lock:
-            root = self.root / settings.name
-            if (root / SETTINGS_FILE).is_file():
-                existing = CollectionSettings.from_json(json.loads((root / SETTINGS_FILE).read_text()))
-                if existing.embedder != settings.embedder:
-                    raise CollectionConflict(
-                        f"collection {settings.name!r} already uses embedder {existing.embedder!r}"
-                    )
-                return self._get_locked(settings.name)
-            # Build it aside and rename it into place, so a half-created collection is never seen.
-            tmp = self.root / f".new-{uuid.uuid4().hex}"
-            tmp.mkdir(parents=True)
-            coll = open_collection(tmp, settings)
-            coll.commit()
-            coll.close()
-            write_atomic(tmp / SETTINGS_FILE, json.dumps(settings.to_json(), indent=2).encode())
-            tmp.rename(root)
-            return self._get_locked(settings.name)
-
-    def delete(self, name: str) -> None:
-        coll = self.get(name)
-        with coll.writer(), self._lock:
-            coll.close()
-            self._open.pop(name, None)
-            # Rename first: the collection disappears at once, the files go after.
-            trash = self.root.parent / "trash" / f"{name}-{uuid.uuid4().hex}"
-            trash.parent.mkdir(parents=True, exist_ok=True)
-            (coll.root / SETTINGS_FILE).rename(coll.root / f"{SETTINGS_FILE}.deleted")
-            coll.root.rename(trash)
-        shutil.rmtree(trash, ignore_errors=True)
+def load_settings(root: Path) -> CollectionSettings:
+    return CollectionSettings.from_json(json.loads((root / SETTINGS_FILE).read_text()))

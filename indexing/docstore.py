@@ -37,6 +37,11 @@ CREATE INDEX IF NOT EXISTS passages_doc ON passages(doc_id);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 INSERT OR IGNORE INTO meta(key, value) VALUES ('seq', 0);
 INSERT OR IGNORE INTO meta(key, value) VALUES ('doc_changes', 0);
+-- Passages deleted or replaced since the last commit: the commit marks them in its segments' deletion
+-- bitmaps, then forgets them. A trigger, so that no write path can forget to record one.
+CREATE TABLE IF NOT EXISTS dead_passages (pid INTEGER PRIMARY KEY);
+CREATE TRIGGER IF NOT EXISTS passages_dead AFTER DELETE ON passages
+BEGIN INSERT OR IGNORE INTO dead_passages(pid) VALUES (old.pid); END;
 """
 # Added after the first release; older stores gain the column on open. Which corpus context (CDE) the
 # document's passage vectors were made with: '' for a non-contextual embedder.
@@ -250,15 +255,17 @@ class DocStore:
         keys = [int(p) for p in pids]
         return dict(self._select_in("SELECT pid, doc_id FROM passages WHERE pid IN ({marks})", keys))
 
-    def passage_doc_numbers(self) -> tuple[np.ndarray, np.ndarray]:
-        """Every passage id, ascending, with its document's row number: (pids (P,), doc numbers (P,))."""
-        rows = (
-            self._conn()
-            .execute("SELECT p.pid, d.rowid FROM passages p JOIN documents d ON d.doc_id = p.doc_id ORDER BY p.pid")
-            .fetchall()
-        )
-        table = np.asarray(rows, dtype=np.int64).reshape(-1, 2)  # (P, 2)
-        return table[:, 0].copy(), table[:, 1].copy()
+    def dead_pids(self) -> np.ndarray:
+        """Passages deleted or replaced since the last commit forgot them: (m,) int64."""
+        rows = self._conn().execute("SELECT pid FROM dead_passages").fetchall()
+        return np.asarray([r[0] for r in rows], dtype=np.int64)
+
+    def forget_dead(self, pids: np.ndarray) -> None:
+        """Called once a published manifest marks these passages deleted."""
+        self._select_in("DELETE FROM dead_passages WHERE pid IN ({marks})", [int(p) for p in pids])
+
+    def count_after(self, pid: int) -> int:
+        return int(self._conn().execute("SELECT COUNT(*) FROM passages WHERE pid > ?", (pid,)).fetchone()[0])
 
     def passages(self, pids: Sequence[int]) -> dict[int, PassageHit]:
         """The passages that still exist, with their document's title and metadata."""
@@ -274,11 +281,19 @@ class DocStore:
 
     def iter_passages(self, batch_size: int = 4096) -> Iterator[tuple[np.ndarray, list[str], np.ndarray]]:
         """Every passage in pid order, in batches: (pids (n,), title + passage texts, embeddings (n, d))."""
+        for pids, _, texts, emb in self.iter_passages_after(-1, batch_size):
+            yield pids, texts, emb
+
+    def iter_passages_after(
+        self, after: int, batch_size: int = 4096
+    ) -> Iterator[tuple[np.ndarray, np.ndarray, list[str], np.ndarray]]:
+        """Passages with ids above `after`, in pid order, in batches: (pids (n,), document numbers (n,),
+        title + passage texts, embeddings (n, d))."""
         conn = self._conn()
-        last = -1
+        last = after
         while True:
             rows = conn.execute(
-                "SELECT p.pid, d.title, substr(d.text, p.start + 1, p.end - p.start), p.embedding "
+                "SELECT p.pid, d.rowid, d.title, substr(d.text, p.start + 1, p.end - p.start), p.embedding "
                 "FROM passages p JOIN documents d ON d.doc_id = p.doc_id WHERE p.pid > ? "
                 "ORDER BY p.pid LIMIT ?",
                 (last, batch_size),
@@ -286,9 +301,10 @@ class DocStore:
             if not rows:
                 return
             pids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-            texts = [passage_text(r[1], r[2]) for r in rows]
-            emb = np.stack([np.frombuffer(r[3], dtype=np.float32) for r in rows])  # (n, d)
-            yield pids, texts, emb
+            docs = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
+            texts = [passage_text(r[2], r[3]) for r in rows]
+            emb = np.stack([np.frombuffer(r[4], dtype=np.float32) for r in rows])  # (n, d)
+            yield pids, docs, texts, emb
             last = int(pids[-1])
 
 

@@ -2,72 +2,22 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from indexing.chunking import ChunkingParams, chunk_text
-from indexing.collection import Collection, CollectionNotFound, CollectionStore
+from indexing.collection import Collection, CollectionNotFound
 from indexing.context import commit_collection, ensure_context, maybe_refresh
-from indexing.docstore import StoredDocument, passage_text
 from indexing.jobs import TERMINAL, JobKind, JobStatus, JobStore
+from indexing.merger import after_commit
+from indexing.prepare import content_hash, prepare_documents
 from indexing.settings import RayIngestOptions
 from indexing.shards import ShardedCollection
+from indexing.store import CollectionStore
 from models import Embedder, EmbedderCache
-from models.cde.context import CorpusContext
 
 log = logging.getLogger("vela.ingest")
-
-
-def content_hash(doc: dict[str, Any], chunking: Any) -> str:
-    """Unchanged documents (same text, title, metadata and chunking) are not embedded again."""
-    key = json.dumps([doc.get("title") or "", doc["text"], doc.get("metadata") or {}, repr(chunking)])
-    return hashlib.sha256(key.encode()).hexdigest()
-
-
-def prepare_documents(
-    docs: Sequence[dict[str, Any]], coll: Collection, embedder: Embedder, context: CorpusContext | None = None
-) -> list[StoredDocument]:
-    """Chunk every document and embed all passages of the batch in one pass (with the collection's corpus
-    context when the embedder is contextual)."""
-    return chunk_and_embed(docs, chunking=coll.settings.chunking, embedder=embedder, context=context)
-
-
-def chunk_and_embed(
-    docs: Sequence[dict[str, Any]],
-    *,
-    chunking: ChunkingParams,
-    embedder: Embedder,
-    context: CorpusContext | None = None,
-) -> list[StoredDocument]:
-    """prepare_documents without a collection at hand (a Ray Data encoder actor holds only the settings)."""
-    spans = [chunk_text(d["text"], embedder.tokenizer, chunking) for d in docs]
-    texts = [
-        passage_text(d.get("title") or "", d["text"][s.start : s.end])
-        for d, doc_spans in zip(docs, spans, strict=True)
-        for s in doc_spans
-    ]
-    vectors = embedder.encode_documents(texts, context=context)  # (P, d)
-    out, row = [], 0
-    for d, doc_spans in zip(docs, spans, strict=True):
-        n = len(doc_spans)
-        out.append(
-            StoredDocument(
-                doc_id=d["id"],
-                title=d.get("title") or "",
-                text=d["text"],
-                metadata=d.get("metadata") or {},
-                content_hash=content_hash(d, chunking),
-                spans=[(s.start, s.end) for s in doc_spans],
-                embeddings=vectors[row : row + n],
-                context_id=context.id if context is not None else "",
-            )
-        )
-        row += n
-    return out
 
 
 def run_job(
@@ -106,6 +56,7 @@ def run_job(
                 batch_size=batch_size,
                 on_progress=on_progress,
             )
+            after_commit(collections, coll)
             jobs.finish(job_id, status)
             return status
         embedder = embedders.get(coll.settings.embedder)
@@ -117,9 +68,10 @@ def run_job(
             )
             if embedder.contextual and status == JobStatus.SUCCEEDED:
                 # The corpus moved far from the sample the context came from: sample again; the commit
-                # below re-embeds the collection, and searches use the previous snapshot meanwhile.
+                # below re-embeds the collection, and searches use the previous segments meanwhile.
                 maybe_refresh(coll, embedder, context_refresh_fraction)
             commit_collection(coll, embedder)
+        after_commit(collections, coll)  # searchable here at once; merges start in the background
         jobs.finish(job_id, status)
         return status
     except CollectionNotFound:
@@ -203,6 +155,6 @@ def _run_batches(
         if on_progress is not None:
             on_progress(done, len(payload))
         if time.monotonic() - last_commit > commit_interval_s:
-            commit_collection(coll, embedder)  # long jobs become searchable as they go, one snapshot at a time
+            commit_collection(coll, embedder)  # long jobs become searchable as they go, a segment at a time
             last_commit = time.monotonic()
     return JobStatus.SUCCEEDED

@@ -8,8 +8,8 @@ its functions: Ray is an optional extra. The pipeline:
    when the cluster has GPUs, else one per node), each of which chunks and embeds with the same code as
    the in-process ingest (`chunk_and_embed`);
 3. the driver writes each embedded batch into its shards' doc stores as it arrives (progress is
-   reported per batch, like any job) and finally commits: each shard's BM25 counts, then each shard's
-   snapshot with the summed counts, run as Ray tasks on the cluster (indexing/shards.py).
+   reported per batch, like any job) and finally commits: one new segment per shard of what it wrote
+   (indexing/shard_writer.py), cheap enough to run in the driver.
 
 Every node needs the data directory at the same path (a shared volume), as `vela worker`s already do.
 """
@@ -25,8 +25,8 @@ import numpy as np
 
 from indexing.chunking import ChunkingParams
 from indexing.docstore import StoredDocument
-from indexing.ingest import chunk_and_embed, content_hash
 from indexing.jobs import JobStatus, JobStore
+from indexing.prepare import chunk_and_embed, content_hash
 from indexing.settings import RayIngestOptions
 from indexing.shards import ShardedCollection
 
@@ -41,14 +41,6 @@ def connect(address: str) -> Any:
     if not ray.is_initialized():
         ray.init(address=address, namespace=NAMESPACE, log_to_driver=False, configure_logging=False)
     return ray
-
-
-def ray_map(fn: Callable[..., T], args: Sequence[tuple[Any, ...]]) -> list[T]:
-    """indexing.shards.ShardMap on Ray: one task per shard, all at once (ray.init done by the caller)."""
-    import ray
-
-    task = ray.remote(num_cpus=1)(fn)
-    return list(ray.get([task.remote(*a) for a in args]))
 
 
 class ChunkEmbedActor:
@@ -162,7 +154,7 @@ def ingest_sharded(
                     on_progress(done, len(documents))
                 if cancelled():
                     break  # every written batch is consistent; the commit below publishes it
-        coll.commit(map_shards=ray_map)
+        coll.commit()  # each shard adds one segment of what this job wrote: cheap, so it runs here
     return not cancelled()
 
 

@@ -3,71 +3,48 @@
 Layout under `<collection>/`:
     collection.json              the collection's settings, `shards: N`
     shards/s000/ ... s<N-1>/     each shard is a whole collection directory (collection.json, docs.sqlite3,
-                                 index/), written and indexed by the same code as an unsharded collection
-    index/SHARDS                 {"generation", "versions", "seqs", "bm25"}: the snapshot version of every
-                                 shard that searches read together; replaced atomically (temp + os.replace)
+                                 segments/), written and indexed by the same code as an unsharded collection
+    segments/SHARDS              {"generation", "versions"}: the manifest version of every shard that searches
+                                 read together; replaced atomically (temp + os.replace)
 
-A commit has two phases: every shard counts its BM25 statistics (passages, tokens, document frequencies),
-the counts are summed, and every shard then builds its snapshot with the sums, so BM25 scores equal the
-unsharded collection's (indexing/bm25_global.py). Only then is SHARDS replaced: a search never mixes shards
-indexed with different statistics, and a crash before that leaves the previous set in force (each shard
-keeps its previous snapshot, see snapshot.KEEP_VERSIONS). `map_shards` runs the per-shard work: in this
-process by default, or as Ray tasks (indexing/ray_ingest.py).
+A commit publishes a new manifest in every shard that changed, then replaces SHARDS: a search never mixes
+shard states of two commits, and a crash before that leaves the previous set in force (each shard keeps
+its previous manifest, see manifest.KEEP_MANIFESTS). BM25 needs no shared statistics at commit time:
+a search sums the shards' counts first (indexing/engine.py).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from indexing.bm25 import TokenIdCorpus, tokenize
-from indexing.bm25_global import CorpusStats
-from indexing.collection import SETTINGS_FILE, Collection, CollectionSettings, read_collection
+from indexing.collection import (
+    LEGACY_INDEX_DIR,
+    SEGMENTS_DIR,
+    SETTINGS_FILE,
+    Collection,
+    CollectionSettings,
+    IndexNotReady,
+    load_settings,
+)
 from indexing.docstore import StoredDocument
-from indexing.snapshot import SnapshotError, current_version, write_atomic
+from indexing.manifest import ManifestError, current_version
 from models.cde.context import CorpusContext
+from velaio.files import write_atomic
 
 SHARDS_DIR = "shards"
 POINTER = "SHARDS"
-T = TypeVar("T")
-# Runs fn once per argument tuple, possibly in parallel elsewhere; results in argument order.
-ShardMap = Callable[[Callable[..., T], Sequence[tuple[Any, ...]]], list[T]]
 
 
 def shard_of(doc_id: str, shards: int) -> int:
     """The shard of a document. blake2b, not hash(): Python salts str hashes per process."""
     return int.from_bytes(hashlib.blake2b(doc_id.encode(), digest_size=8).digest(), "big") % shards
-
-
-def local_map(fn: Callable[..., T], args: Sequence[tuple[Any, ...]]) -> list[T]:
-    return [fn(*a) for a in args]
-
-
-def shard_stats(root: str) -> CorpusStats:
-    """Phase 1 of a commit: the BM25 counts of one shard's doc store (the caller holds the writer lock)."""
-    coll = read_collection(Path(root))
-    try:
-        corpus = TokenIdCorpus()
-        for _, texts, _ in coll.docstore.iter_passages():
-            corpus.add(tokenize(texts))
-        return CorpusStats.of(corpus)
-    finally:
-        coll.close()
-
-
-def build_shard(root: str, stats: CorpusStats) -> tuple[int, int]:
-    """Phase 2: build and publish one shard's snapshot with the corpus-wide counts; (version, seq)."""
-    coll = read_collection(Path(root))
-    try:
-        seq = coll.docstore.seq()
-        return coll.publish_snapshot(bm25_stats=stats), seq
-    finally:
-        coll.close()
 
 
 class ShardedCollection(Collection):
@@ -79,8 +56,9 @@ class ShardedCollection(Collection):
         self.root = root
         self.settings = settings
         self.name = settings.name
-        self.index_dir = root / "index"
+        self.segments_dir = root / SEGMENTS_DIR
         self._write_lock = threading.RLock()
+        self._published: list[int] | None = None
         self.shards: list[Collection] = []
         for i in range(settings.shards):
             shard_root = root / SHARDS_DIR / f"s{i:03d}"
@@ -88,7 +66,7 @@ class ShardedCollection(Collection):
                 shard_root.mkdir(parents=True, exist_ok=True)
                 shard_settings = replace(settings, name=f"{settings.name}.s{i:03d}", shards=1)
                 write_atomic(shard_root / SETTINGS_FILE, json.dumps(shard_settings.to_json(), indent=2).encode())
-            self.shards.append(read_collection(shard_root))
+            self.shards.append(Collection(shard_root, load_settings(shard_root)))
 
     def shard_for(self, doc_id: str) -> Collection:
         return self.shards[shard_of(doc_id, len(self.shards))]
@@ -118,88 +96,63 @@ class ShardedCollection(Collection):
             if positions:
                 shard.docstore.upsert([numbered[i] for i in positions])
 
+    @property
+    def shard_list(self) -> list[Collection]:
+        return self.shards
+
     def pointer(self) -> dict[str, Any]:
-        """The published set: {"generation", "versions", "seqs", "bm25"}; SnapshotError when absent."""
+        """The published set: {"generation", "versions"}; IndexNotReady when absent."""
         try:
-            return json.loads((self.index_dir / POINTER).read_text())  # type: ignore[no-any-return]
+            return json.loads((self.segments_dir / POINTER).read_text())  # type: ignore[no-any-return]
         except FileNotFoundError as exc:
-            raise SnapshotError(f"collection {self.name!r} has no published index") from exc
+            raise IndexNotReady(f"collection {self.name!r} has no published index") from exc
         except ValueError as exc:
-            raise SnapshotError(f"unreadable {self.index_dir / POINTER}: {exc}") from exc
+            raise ManifestError(f"unreadable {self.segments_dir / POINTER}: {exc}") from exc
 
-    def snapshot(self) -> Any:
-        raise SnapshotError(f"collection {self.name!r} is sharded: search it through its shards")
+    def read_versions(self) -> list[int]:
+        return [int(v) for v in self.pointer()["versions"]]
 
-    def commit(self, context: CorpusContext | None = None, map_shards: ShardMap[Any] = local_map) -> int:
-        """Two-phase commit over every shard (see the module docstring); returns the new generation."""
+    def _set_generation(self) -> int:
+        return int(self.pointer()["generation"])
+
+    def query_context(self, fanout: Any) -> CorpusContext | None:
+        return None  # contextual embedders are refused for sharded collections
+
+    def commit(self, context: CorpusContext | None = None, *, rebuild: bool = False) -> int:
+        """Commit every shard, then publish the set; returns the new generation."""
         if context is not None:
-            raise SnapshotError(f"collection {self.name!r} is sharded: contextual embedders are not supported")
-        roots = [(str(s.root),) for s in self.shards]
-        stats = CorpusStats.merge(map_shards(shard_stats, roots))
-        built = map_shards(build_shard, [(r, stats) for (r,) in roots])
-        self.index_dir.mkdir(parents=True, exist_ok=True)
+            raise ManifestError(f"collection {self.name!r} is sharded: contextual embedders are not supported")
+        for shard in self.shards:
+            shard.index_writer().commit(shard.docstore, rebuild=rebuild)
+        return self._publish_set()
+
+    def _publish_set(self) -> int:
+        self.segments_dir.mkdir(parents=True, exist_ok=True)
+        versions = [current_version(s.segments_dir) for s in self.shards]
         try:
-            generation = int(self.pointer()["generation"]) + 1
-        except SnapshotError:
+            ptr = self.pointer()
+            if ptr["versions"] == versions:
+                return int(ptr["generation"])
+            generation = int(ptr["generation"]) + 1
+        except (IndexNotReady, ManifestError, KeyError):
             generation = 1
-        record = {
-            "generation": generation,
-            "versions": [v for v, _ in built],
-            "seqs": [q for _, q in built],
-            "bm25": stats.summary(),
-        }
-        write_atomic(self.index_dir / POINTER, json.dumps(record).encode())
+        record = {"generation": generation, "versions": versions}
+        write_atomic(self.segments_dir / POINTER, json.dumps(record).encode())
         return generation
 
     def check_consistency(self) -> str:
-        """Rebuild every shard when the published set is missing, unreadable or behind a shard's doc store."""
-        with self.writer():
-            try:
-                ptr = self.pointer()
-                behind = [
-                    i
-                    for i, (s, v, q) in enumerate(zip(self.shards, ptr["versions"], ptr["seqs"], strict=True))
-                    if q != s.docstore.seq() or (current_version(s.index_dir) or 0) < v
-                ]
-                if not behind:
-                    return "ok"
-                reason = f"shards {behind} changed since generation {ptr['generation']}"
-            except (SnapshotError, KeyError, ValueError) as exc:
-                reason = str(exc)
-            self.commit()
-            return f"rebuilt: {reason}"
+        outcome = super().check_consistency()
+        shutil.rmtree(self.root / LEGACY_INDEX_DIR, ignore_errors=True)  # the set of whole-shard snapshots
+        return outcome
 
     def stats(self) -> dict[str, Any]:
-        ptr = self.pointer()
-        per = [s.docstore.counts() for s in self.shards]
-        manifests = [
-            json.loads((s.index_dir / f"v{v:06d}" / "manifest.json").read_text())
-            for s, v in zip(self.shards, ptr["versions"], strict=True)
+        out = super().stats()
+        out["index"]["shards"] = [
+            {"documents": d, "passages": p, "version": v}
+            for (d, p), v in zip((s.docstore.counts() for s in self.shards), self.published_versions(), strict=True)
         ]
-        return {
-            "name": self.name,
-            "documents": sum(d for d, _ in per),
-            "passages": sum(p for _, p in per),
-            "embedder": self.settings.embedder,
-            "dims": {"full": self.settings.dim, "small": min(self.settings.small_dim, self.settings.dim)},
-            "index": {
-                "version": int(ptr["generation"]),
-                "passages": sum(int(m["passages"]) for m in manifests),
-                "bytes": sum(int(x) for m in manifests for x in m["files"].values()),
-                "bm25": {**self.settings.bm25.to_json(), "global_stats": ptr["bm25"]},
-                "dense": {
-                    "kind": sorted({m.get("dense_index", {}).get("kind", "flat") for m in manifests}),
-                    "settings": self.settings.dense_index.to_json(),
-                },
-                "shards": [
-                    {"documents": d, "passages": p, "version": v}
-                    for (d, p), v in zip(per, ptr["versions"], strict=True)
-                ],
-            },
-            "chunking": {"max_tokens": self.settings.chunking.max_tokens, "overlap": self.settings.chunking.overlap},
-            "created_at": self.settings.created_at,
-            "shards": len(self.shards),
-        }
+        out["shards"] = len(self.shards)
+        return out
 
     def close(self) -> None:
         for s in self.shards:

@@ -11,13 +11,12 @@ from collections.abc import Callable
 
 import torch
 
-from indexing.bm25 import warm_up as warm_up_bm25
-from indexing.collection import CollectionStore
 from indexing.ingest import run_job
 from indexing.jobs import JobStore
 from indexing.logs import configure_logging
 from indexing.redis_queue import RedisWorker
 from indexing.settings import IndexingSettings
+from indexing.store import CollectionStore
 from models import EmbedderCache
 
 log = logging.getLogger("vela.worker")
@@ -39,7 +38,6 @@ def main(*, name: str | None = None) -> int:
     jobs = JobStore(data_dir / "jobs.sqlite3")
     embedders = EmbedderCache(device=settings.device, precision=settings.precision)
     embedders.get(settings.embedder)
-    warm_up_bm25()
     for coll_name in collections.names():
         outcome = collections.get(coll_name).check_consistency()
         log.info("collection checked", extra={"collection": coll_name, "outcome": outcome})

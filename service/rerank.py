@@ -16,8 +16,8 @@ from typing import Literal, cast
 
 import numpy as np
 
+from indexing.fusion import reciprocal_rank_fusion
 from models.reranker import CrossEncoder, NotARerankerError, RerankerCache, document_text, resolve_reranker_dir
-from service.fusion import reciprocal_rank_fusion
 from service.search import Hit
 
 log = logging.getLogger("vela.rerank")

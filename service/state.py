@@ -3,22 +3,18 @@
 from __future__ import annotations
 
 import logging
-import threading
 from dataclasses import dataclass, field
 
-from indexing.bm25 import warm_up as warm_up_bm25
-from indexing.collection import CollectionStore
 from indexing.ingest import run_job
 from indexing.jobs import JobStore
 from indexing.queue import InProcessQueue, JobQueue
 from indexing.redis_queue import RedisJobQueue
+from indexing.store import CollectionStore
 from models import EmbedderCache
 from models.reranker import RerankerCache
 from service.batching import QueryEncoders
 from service.metrics import Metrics
 from service.settings import Settings
-from service.shard_search import LocalFanout
-from service.sharded_search import ShardFanout
 
 log = logging.getLogger("vela.service")
 
@@ -34,22 +30,6 @@ class AppState:
     metrics: Metrics
     rerankers: RerankerCache = field(default_factory=RerankerCache)  # each loaded on first use (or in start)
     ready: bool = False
-    fanout: ShardFanout | None = None  # sharded collections' search fan-out, made on first use
-    _fanout_lock: threading.Lock = field(default_factory=threading.Lock)
-
-
-def shard_fanout(state: AppState) -> ShardFanout:
-    """In-process over the shard directories; on Ray actors when VELA_RAY_ADDRESS is set (the only place
-    the API process imports Ray)."""
-    with state._fanout_lock:
-        if state.fanout is None:
-            if state.settings.ray_address:
-                from service.ray_shards import RayFanout
-
-                state.fanout = RayFanout(state.settings.ray_address, cpus_per_shard=state.settings.ray_shard_cpus)
-            else:
-                state.fanout = LocalFanout()
-        return state.fanout
 
 
 def build_state(settings: Settings) -> AppState:
@@ -88,19 +68,24 @@ def build_state(settings: Settings) -> AppState:
 
 
 def start(state: AppState) -> None:
-    """Load the default embedder, compile the BM25 kernels, check every collection against its doc store,
-    start the queue. /readyz answers 503 until this is done, so no user query pays a cold start."""
+    """Load the default embedder, check every collection against its doc store, load every collection's
+    published segments and start the background reader, start the queue. /readyz answers 503 until this
+    is done, so no user query pays a cold start."""
     log.info("loading embedder", extra={"embedder": state.settings.embedder})
     state.query_encoders.get(state.settings.embedder).encode_queries(["warm up"])
-    warm_up_bm25()
     if state.settings.reranker:  # the default reranker: loaded and run once now, not on a user's query
         log.info("loading reranker", extra={"reranker": state.settings.reranker})
         state.rerankers.get(state.settings.reranker).score("warm up", ["warm up"])
     if state.settings.ray_address:
-        shard_fanout(state)  # connect to the cluster now: /readyz waits for it, not the first search
+        # Shards are searched by Ray actors (the only place the API process imports Ray); connecting now
+        # makes /readyz wait for the cluster, not the first search.
+        from indexing.ray_shards import RayFanout
+
+        state.collections.fanout = RayFanout(state.settings.ray_address, cpus_per_shard=state.settings.ray_shard_cpus)
     for name in state.collections.names():
         outcome = state.collections.get(name).check_consistency()
         log.info("collection checked", extra={"collection": name, "outcome": outcome})
+    state.collections.start_reader()  # loads every published index now, then follows new manifests
     state.queue.start()
     if isinstance(state.queue, RedisJobQueue):
         # A job recorded but not yet handed to Redis (the API died in between) is handed over again;
@@ -114,4 +99,5 @@ def start(state: AppState) -> None:
 def stop(state: AppState) -> None:
     state.ready = False
     state.queue.stop()
+    state.collections.stop_reader()
     state.query_encoders.stop()

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from cli.main import main
-from indexing.collection import CollectionStore
 from indexing.jobs import JobStore
+from indexing.store import CollectionStore
 
 
 def test_ingest_jsonl_into_a_sharded_collection(

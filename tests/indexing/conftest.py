@@ -6,7 +6,8 @@ import pytest
 
 from indexing.bm25 import BM25Params
 from indexing.chunking import ChunkingParams
-from indexing.collection import CollectionSettings, CollectionStore
+from indexing.collection import CollectionSettings
+from indexing.store import CollectionStore
 from models import EmbedderCache
 from models.loading import packaged_minilm_dir
 

@@ -10,10 +10,11 @@ import pytest
 
 import indexing.context as context_mod
 from indexing.chunking import ChunkingParams
-from indexing.collection import Collection, CollectionSettings, CollectionStore
+from indexing.collection import Collection, CollectionSettings
 from indexing.context import current_context, drift
 from indexing.ingest import run_job
 from indexing.jobs import JobKind, JobStatus, JobStore
+from indexing.store import CollectionStore
 from models import EmbedderCache
 from models.cde.embedder import CdeEmbedder
 from service.search import search_batch

@@ -7,10 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from indexing.collection import CollectionSettings, CollectionStore
+from indexing.collection import CollectionSettings
 from indexing.ingest import run_job
 from indexing.jobs import JobKind, JobStatus, JobStore
 from indexing.snapshot import SnapshotError, current_version, load_snapshot
+from indexing.store import CollectionStore
 from models import EmbedderCache
 
 DOCS = [

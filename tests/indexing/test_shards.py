@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 import indexing.shards as shards_mod
-from indexing.collection import CollectionSettings, CollectionStore
+from indexing.collection import CollectionSettings
 from indexing.ingest import run_job
 from indexing.jobs import JobKind, JobStore
 from indexing.shards import POINTER, ShardedCollection, shard_of
+from indexing.store import CollectionStore
 from models import EmbedderCache
 
 DOCS = [

@@ -10,16 +10,17 @@ from pathlib import Path
 import pytest
 
 from bench.ray_scifact import same_top
-from cli.beir import read_corpus, read_qrels, read_queries
 from cli.main import main
-from indexing.collection import CollectionSettings, CollectionStore
+from indexing.collection import CollectionSettings
 from indexing.ingest import run_job
 from indexing.jobs import JobKind, JobStore
 from indexing.shards import ShardedCollection
+from indexing.store import CollectionStore
 from models import EmbedderCache
 from service.search import search_batch
 from service.sharded_search import sharded_search_batch
 from tests.service.conftest import running_server, wait_job
+from velaio.beir import read_corpus, read_qrels, read_queries
 
 pytest.importorskip("ray")
 pytestmark = pytest.mark.ray

@@ -158,16 +158,17 @@ def test_openapi_lists_the_routes(server: httpx.Client) -> None:
         assert p in paths
 
 
-@pytest.mark.parametrize("victim", ["dense-full.faiss", "bm25/data.csc.index.npy"])
+@pytest.mark.parametrize("victim", ["dense-full.faiss", "bm25/rows.npy"])
 def test_truncated_index_file_is_rebuilt_at_start_up(tmp_path: Path, victim: str) -> None:
     query = {"collection": "persist", "query": "capital of Germany", "mode": "hybrid", "k": 4}
     with running_server(tmp_path) as client:
         r = client.post("/index", json={"collection": "persist", "documents": DOCS})
         assert wait_job(client, r.json()["job_id"])["status"] == "succeeded"
         before = client.post("/search", json=query).json()["hits"]
-    index_dir = tmp_path / "collections" / "persist" / "index"
+    index_dir = tmp_path / "collections" / "persist" / "segments"
     version = json.loads((index_dir / "CURRENT").read_text())["version"]
-    target = index_dir / f"v{version:06d}" / victim
+    manifest = json.loads((index_dir / f"m{version:06d}.json").read_text())
+    target = index_dir / manifest["segments"][-1]["name"] / victim
     with open(target, "r+b") as f:  # a crash mid-write, or a bad disk
         f.truncate(target.stat().st_size // 2)
     with running_server(tmp_path) as client:

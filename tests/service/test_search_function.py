@@ -1,4 +1,4 @@
-"""search_batch without HTTP: documents deleted after the snapshot was published never show up."""
+"""search_batch without HTTP: documents deleted after the index was published never show up."""
 
 from __future__ import annotations
 
@@ -6,13 +6,14 @@ from pathlib import Path
 
 from indexing.bm25 import BM25Params
 from indexing.chunking import ChunkingParams
-from indexing.collection import CollectionSettings, CollectionStore
-from indexing.ingest import prepare_documents
+from indexing.collection import CollectionSettings
+from indexing.prepare import prepare_documents
+from indexing.store import CollectionStore
 from models import EmbedderCache
 from service.search import search_batch
 
 
-def test_a_document_deleted_since_the_snapshot_is_replaced_by_the_next_one(
+def test_a_document_deleted_since_the_last_commit_is_replaced_by_the_next_one(
     tmp_path: Path, tiny_embedder_dir: Path
 ) -> None:
     embedder = EmbedderCache().get(tiny_embedder_dir)
@@ -29,7 +30,9 @@ def test_a_document_deleted_since_the_snapshot_is_replaced_by_the_next_one(
         before = search_batch(collection=coll, embedder=embedder, queries=["shared words"], k=3, mode=mode)
         assert len(before[0].hits) == 3
         gone = before[0].hits[0].id
-        coll.docstore.delete([gone])  # not committed: the published indexes still hold it
+        # Not committed: the published segments still hold it. Hydration drops it, and the few spare hits
+        # the search fetches for this window fill its place.
+        coll.docstore.delete([gone])
         after = search_batch(collection=coll, embedder=embedder, queries=["shared words"], k=3, mode=mode)
         ids = [h.id for h in after[0].hits]
         assert gone not in ids and len(ids) == 3, (mode, ids)

@@ -9,13 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from indexing.collection import CollectionSettings, CollectionStore
+from indexing.collection import CollectionSettings
 from indexing.ingest import run_job
 from indexing.jobs import JobKind, JobStore
+from indexing.store import CollectionStore
 from models import EmbedderCache
 from service.search import search_batch
-from service.shard_search import LocalFanout
-from service.sharded_search import sharded_search_batch
 from tests.service.conftest import running_server, wait_job
 
 TOPICS = ["tides moon gravity", "insulin blood sugar", "volcano magma crust", "graphene carbon sheet", "court appeal"]
@@ -42,12 +41,11 @@ def test_sharded_equals_unsharded_in_every_mode(tmp_path: Path, tiny_embedder_di
         colls[name] = store.create(replace(base, name=name, shards=n))
         job = jobs.create(collection=name, kind=JobKind.UPSERT, payload=DOCS)
         assert run_job(job_id=job.id, jobs=jobs, collections=store, embedders=EmbedderCache()) == "succeeded"
-    fanout = LocalFanout()
     for mode in ("bm25", "dense", "hybrid"):
         for k, depth in ((10, 200), (25, 15)):
             opts = {"queries": QUERIES, "k": k, "mode": mode, "depth": depth, "group_by_doc": group_by_doc}
             want = search_batch(collection=colls["one"], embedder=embedder, **opts)  # type: ignore[arg-type]
-            got = sharded_search_batch(collection=colls["three"], fanout=fanout, embedder=embedder, **opts)  # type: ignore[arg-type]
+            got = search_batch(collection=colls["three"], embedder=embedder, **opts)  # type: ignore[arg-type]
             for q, w, g in zip(QUERIES, want, got, strict=True):
                 assert w.hits and _same(w.hits, g.hits), (mode, k, q)
                 assert [h.ranks for h in w.hits] == [h.ranks for h in g.hits]

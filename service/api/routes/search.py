@@ -5,13 +5,13 @@ import time
 from functools import partial
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 from fastapi.concurrency import run_in_threadpool
 
 from indexing.collection import CollectionNotFound
-from indexing.shards import ShardedCollection
 from service.deps import State
 from service.errors import ApiError
+from service.limits import check_response_size, check_search_work
 from service.rerank import NoReranker, Reranking, UnknownReranker, prepare_rerank
 from service.schemas import (
     BatchSearchRequest,
@@ -26,11 +26,21 @@ from service.schemas import (
     SearchResponse,
 )
 from service.search import SearchResult, search_batch
-from service.sharded_search import sharded_search_batch
-from service.state import AppState, shard_fanout
+from service.state import AppState
 
 router = APIRouter(prefix="/search", tags=["search"])
-ERRORS: dict[int | str, dict[str, Any]] = {404: {"model": ErrorResponse}, 422: {"model": ErrorResponse}}
+ERRORS: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorResponse},
+    413: {"model": ErrorResponse, "description": "the request asks for more work or a larger response than allowed"},
+    422: {"model": ErrorResponse},
+}
+
+
+def _bounded(state: AppState, response: SearchResponse | BatchSearchResponse) -> Response:
+    """The serialised response, refused (413) past VELA_MAX_RESPONSE_BYTES instead of being sent."""
+    body = response.model_dump_json().encode()
+    check_response_size(state.settings, len(body))
+    return Response(body, media_type="application/json")
 
 
 def _to_response(result: SearchResult) -> SearchResponse:
@@ -79,13 +89,8 @@ async def _run(state: AppState, opts: SearchOptions, queries: list[str]) -> list
             raise ApiError(422, "no_reranker", str(exc)) from exc
     start = time.perf_counter()
     # Encoding and index scans are CPU work: keep them off the event loop.
-    if isinstance(coll, ShardedCollection):
-        # Fan out over the shards (Ray actors with VELA_RAY_ADDRESS, else this process), then merge.
-        run_search: Any = partial(sharded_search_batch, collection=coll, fanout=shard_fanout(state))
-    else:
-        run_search = partial(search_batch, collection=coll)
     results = await run_in_threadpool(
-        run_search,
+        partial(search_batch, collection=coll, fanout=state.collections.fanout),
         embedder=embedder,
         queries=queries,
         k=opts.k,
@@ -107,20 +112,21 @@ async def _run(state: AppState, opts: SearchOptions, queries: list[str]) -> list
 
 
 @router.post("", response_model=SearchResponse, responses=ERRORS)
-async def search(body: SearchRequest, state: State) -> SearchResponse:
+async def search(body: SearchRequest, state: State) -> Response:
     """Dense, BM25 or hybrid (Reciprocal Rank Fusion) search over one collection."""
+    check_search_work(state.settings, queries=[body.query], k=body.k, depth=body.depth)
     (result,) = await _run(state, body, [body.query])
-    return _to_response(result)
+    return _bounded(state, _to_response(result))
 
 
-@router.post("/batch", response_model=BatchSearchResponse, responses=ERRORS | {413: {"model": ErrorResponse}})
-async def search_many(body: BatchSearchRequest, state: State) -> BatchSearchResponse:
-    """Many queries with the same options, in one encoder batch."""
-    limit = state.settings.max_batch_queries
-    if len(body.queries) > limit:
-        raise ApiError(413, "payload_too_large", f"{len(body.queries)} queries in one request; the limit is {limit}")
+@router.post("/batch", response_model=BatchSearchResponse, responses=ERRORS)
+async def search_many(body: BatchSearchRequest, state: State) -> Response:
+    """Many queries with the same options, in one encoder batch. The work of one request is bounded: queries,
+    k x queries, depth x queries and query characters (413 names the limit)."""
+    check_search_work(state.settings, queries=body.queries, k=body.k, depth=body.depth)
     start = time.perf_counter()
     results = await _run(state, body, body.queries)
-    return BatchSearchResponse(
-        results=[_to_response(r) for r in results], took_ms=(time.perf_counter() - start) * 1000.0
+    return _bounded(
+        state,
+        BatchSearchResponse(results=[_to_response(r) for r in results], took_ms=(time.perf_counter() - start) * 1000.0),
     )

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.fusion import reciprocal_rank_fusion
+from indexing.fusion import reciprocal_rank_fusion
 
 
 def test_rrf_matches_the_formula() -> None:

@@ -1,6 +1,6 @@
 """Sharded search on Ray: one actor per shard holds that shard's indexes; the API process fans out to them.
 
-Imported only when VELA_RAY_ADDRESS is set (service/state.py), so Ray stays an optional extra. The actors
+Imported only when VELA_RAY_ADDRESS is set (service/state.py sets it as the collection store's fan-out), so Ray stays an optional extra. The actors
 run the same `ShardSearcher` as the in-process fan-out; they open the shard directories by path, so every
 Ray node must see the data directory at the same path (a shared volume, as `vela worker`s already need).
 """
@@ -12,8 +12,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from indexing.docstore import PassageHit
-from service.shard_search import ShardRanking, ShardRef, ShardSearcher
+from indexing.engine import ShardRef, ShardSearcher
 
 NAMESPACE = "vela"
 # Query vectors up to this size travel inside each call (Ray inlines small arguments); a put would make
@@ -65,12 +64,14 @@ class RayFanout:
                         self._actors.pop(key, None)
         raise AssertionError("unreachable")
 
-    def rank(self, *, shards: Sequence[ShardRef], versions: Sequence[int], **request: Any) -> list[ShardRanking]:
-        qv = request.pop("qv")
-        if qv is not None and qv.nbytes > INLINE_BYTES:
-            qv = self._ray.put(qv)  # a large batch goes to the object store once, and every shard reads it
-        return self._get(shards, lambda actor, i: actor.rank.remote(version=versions[i], qv=qv, **request))
-
-    def hydrate(self, *, shards: Sequence[ShardRef], wanted: Sequence[Sequence[int]]) -> list[dict[int, PassageHit]]:
-        # Every shard is called (an empty list costs one round trip): simpler than a partial retry.
-        return self._get(shards, lambda actor, i: actor.hydrate.remote(list(wanted[i])))
+    def call(self, shards: Sequence[ShardRef], method: str, per_shard: Sequence[dict[str, Any]]) -> list[Any]:
+        """One actor call per shard, all at once."""
+        shared: dict[int, Any] = {}
+        calls = []
+        for kw in per_shard:
+            qv = kw.get("qv")
+            if qv is not None and qv.nbytes > INLINE_BYTES:
+                # A large batch goes to the object store once, and every shard reads it.
+                kw = {**kw, "qv": shared.setdefault(id(qv), self._ray.put(qv))}
+            calls.append(kw)
+        return self._get(shards, lambda actor, i: getattr(actor, method).remote(**calls[i]))

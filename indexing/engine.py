@@ -1,0 +1,144 @@
+"""The one search path: a collection's shards (in this process or on Ray actors) -> merged runs -> fusion.
+
+The service encodes the queries and calls `search` once. BM25 runs in two steps, so that every shard
+scores with the counts of the whole collection: each shard reports N, total length and the df of the
+query terms over its live passages, the counts are summed, and every shard then scores its own segments
+with the sums. Dense scores are exact float64 cosines of the stored vectors. Tombstones are applied inside
+retrieval (FAISS IDSelector, BM25 mask), so what comes back is live as of the published manifests.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from indexing.bm25 import tokenize
+from indexing.manifest import current_version
+from indexing.postings import TermStats, okapi_mean_idf
+from indexing.ranking import Fused, Ranked, RankRequest, fuse, merge_shards, rank_shard
+from indexing.shard_view import ShardView
+
+KEEP_VIEWS = 2  # the published view and the one before it, while searches on it finish
+ShardRef = tuple[str, str]  # (segment directory, a key naming this incarnation of the shard)
+
+
+class ShardSearcher:
+    """One shard's segments, as published manifests: the same code in this process and in a Ray actor."""
+
+    def __init__(self, directory: str) -> None:
+        self.dir = Path(directory)
+        self._views: dict[int, ShardView] = {}
+        self._lock = threading.Lock()
+
+    def view(self, version: int) -> ShardView:
+        with self._lock:
+            v = self._views.get(version)
+            if v is None:
+                reuse = [s for old in self._views.values() for s in old.segments]
+                v = self._views[version] = ShardView.load(self.dir, version, reuse)
+                for old in sorted(self._views)[:-KEEP_VIEWS]:
+                    del self._views[old]
+            return v
+
+    def preload(self, version: int) -> None:
+        self.view(version)
+
+    def latest(self) -> int | None:
+        return current_version(self.dir)
+
+    def term_stats(self, version: int, terms: set[str]) -> TermStats:
+        return self.view(version).term_stats(terms)
+
+    def vocabulary_df(self, version: int) -> dict[str, int]:
+        return self.view(version).all_df()
+
+    def rank(self, version: int, qv: np.ndarray | None, tokens: Sequence[list[str]], stats: TermStats | None,
+             req: RankRequest) -> list[dict[str, Ranked]]:
+        return rank_shard(self.view(version), qv, tokens, stats, req)
+
+
+class Fanout(Protocol):
+    """Runs a call on every shard: in this process (LocalFanout) or on Ray actors (indexing/ray_shards.py)."""
+
+    def call(self, shards: Sequence[ShardRef], method: str, per_shard: Sequence[dict[str, Any]]) -> list[Any]: ...
+
+
+class LocalFanout:
+    """Every shard searched in this process, one after another."""
+
+    def __init__(self) -> None:
+        self._searchers: dict[str, ShardSearcher] = {}
+        self._lock = threading.Lock()
+
+    def searcher(self, ref: ShardRef) -> ShardSearcher:
+        root, key = ref
+        with self._lock:
+            if key not in self._searchers:
+                self._searchers[key] = ShardSearcher(root)
+            return self._searchers[key]
+
+    def call(self, shards: Sequence[ShardRef], method: str, per_shard: Sequence[dict[str, Any]]) -> list[Any]:
+        return [getattr(self.searcher(ref), method)(**kw) for ref, kw in zip(shards, per_shard, strict=True)]
+
+
+LOCAL_FANOUT = LocalFanout()  # one per process: shard views are shared by every collection store
+
+
+class Published(Protocol):
+    """What a collection tells the engine: its shards and the manifest versions searched together."""
+
+    def shard_refs(self) -> list[ShardRef]: ...
+
+    def published_versions(self) -> list[int]: ...
+
+    @property
+    def bm25_method(self) -> str: ...
+
+
+_okapi_cache: dict[tuple[Any, ...], float] = {}
+
+
+def _mean_idf(fanout: Fanout, refs: list[ShardRef], versions: list[int]) -> float:
+    """okapi's idf floor needs the mean idf over the whole vocabulary: once per published set."""
+    key = (tuple(refs), tuple(versions))
+    if key not in _okapi_cache:
+        parts = fanout.call(refs, "vocabulary_df", [{"version": v} for v in versions])
+        merged: dict[str, int] = {}
+        for p in parts:
+            for t, c in p.items():
+                merged[t] = merged.get(t, 0) + c
+        n = sum(s.n_docs for s in fanout.call(refs, "term_stats", [{"version": v, "terms": set()} for v in versions]))
+        _okapi_cache.clear()  # one published set at a time is enough
+        _okapi_cache[key] = okapi_mean_idf(n, np.fromiter(merged.values(), np.int64, count=len(merged)))
+    return _okapi_cache[key]
+
+
+def search(
+    coll: Published, fanout: Fanout, qv: np.ndarray | None, queries: Sequence[str], req: RankRequest,
+    versions: list[int] | None = None,
+) -> list[Fused]:
+    """Rank `queries` (qv: their vectors, (nq, d), for dense and hybrid) over every shard; per query the fused
+    top k with each unit's ranks and each passage's shard."""
+    refs = coll.shard_refs()
+    versions = versions if versions is not None else coll.published_versions()
+    tokens = tokenize(list(queries)) if req.mode in ("bm25", "hybrid") else [[] for _ in queries]
+    stats = None
+    if req.mode in ("bm25", "hybrid"):
+        terms = {t for q in tokens for t in q}
+        parts = fanout.call(refs, "term_stats", [{"version": v, "terms": terms} for v in versions])
+        mean_idf = _mean_idf(fanout, refs, versions) if coll.bm25_method == "okapi" else 0.0
+        stats = TermStats.merge(parts, mean_idf)
+    qv = qv if req.mode in ("dense", "hybrid") else None
+    per_shard = fanout.call(
+        refs, "rank", [{"version": v, "qv": qv, "tokens": tokens, "stats": stats, "req": req} for v in versions]
+    )
+    out = []
+    for qi in range(len(queries)):
+        merged, shard_of = merge_shards([runs[qi] for runs in per_shard], req.n)
+        top, ranks = fuse(merged, req)
+        out.append(Fused(top, ranks, shard_of))
+    return out

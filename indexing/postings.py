@@ -1,0 +1,176 @@
+"""BM25 postings of one segment, scored at query time with corpus-wide statistics (as Lucene does).
+
+A segment stores raw term frequencies, not scores: bm25s bakes idf and the average length into its matrix
+when it indexes, and those change with every commit and delete. Here a query first gathers N, the total
+length and each query term's document frequency over every live passage of every segment of every shard
+(`TermStats`), then each segment scores its own postings with those numbers. The idf and tf formulas are
+bm25s's own (`bm25s.scoring`), so a collection of many segments scores exactly as one index over its live
+passages would. The okapi variant is rank_bm25's (its idf floor: epsilon x the mean idf of every term).
+
+Files (named .npy, no pickle, memory-mapped):
+    terms.json     the segment's vocabulary, local term id = position
+    indptr.npy     (V + 1,) int64   postings of term t are rows[indptr[t]:indptr[t + 1]]
+    rows.npy       (nnz,)   int32   segment rows (passages), ascending within a term
+    tf.npy         (nnz,)   float32 term frequency in that passage
+    lengths.npy    (n,)     int32   passage length in tokens
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from bm25s.scoring import _select_idf_scorer, _select_tfc_scorer
+
+from indexing.bm25 import BM25Params, TokenIdCorpus
+
+
+@dataclass(frozen=True)
+class TermStats:
+    """What BM25 needs of the live corpus for one query batch: passages, tokens, df of the query terms."""
+
+    n_docs: int
+    total_len: int
+    df: Mapping[str, int]
+    mean_idf: float = 0.0  # okapi only: rank_bm25's mean idf over every term of the corpus
+
+    @property
+    def avg_len(self) -> float:
+        return self.total_len / max(self.n_docs, 1)
+
+    @classmethod
+    def merge(cls, parts: Sequence[TermStats], mean_idf: float = 0.0) -> TermStats:
+        df: dict[str, int] = {}
+        for p in parts:
+            for t, c in p.df.items():
+                df[t] = df.get(t, 0) + c
+        return cls(sum(p.n_docs for p in parts), sum(p.total_len for p in parts), df, mean_idf)
+
+
+def okapi_mean_idf(n_docs: int, df: np.ndarray) -> float:
+    """rank_bm25's average idf over the corpus vocabulary (df > 0), which floors negative idfs."""
+    df = df[df > 0].astype(np.float64)
+    return float(np.log((n_docs - df + 0.5) / (df + 0.5)).mean()) if df.size else 0.0
+
+
+def idf_of(params: BM25Params, df: int, stats: TermStats) -> float:
+    n = stats.n_docs
+    if params.method == "okapi":
+        idf = math.log((n - df + 0.5) / (df + 0.5))
+        return params.epsilon * stats.mean_idf if idf < 0 else idf
+    return float(_select_idf_scorer(params.method)(df, N=n))
+
+
+class Postings:
+    def __init__(self, terms: list[str], indptr: np.ndarray, rows: np.ndarray, tf: np.ndarray, lengths: np.ndarray):
+        self.terms = terms
+        self.vocab = {t: i for i, t in enumerate(terms)}
+        self.indptr, self.rows, self.tf, self.lengths = indptr, rows, tf, lengths
+
+    @classmethod
+    def build(cls, docs_tokens: Sequence[Sequence[str]]) -> Postings:
+        """Postings of passages given as token lists, row i = docs_tokens[i]."""
+        corpus = TokenIdCorpus()
+        corpus.add([list(d) for d in docs_tokens])
+        return cls.from_corpus(corpus)
+
+    @classmethod
+    def from_corpus(cls, corpus: TokenIdCorpus) -> Postings:
+        flat, offsets = corpus.token_arrays()  # (T,) int32 term ids, (n + 1,) int64
+        n = int(offsets.shape[0] - 1)
+        lengths = np.diff(offsets).astype(np.int32)  # (n,)
+        row_of = np.repeat(np.arange(n, dtype=np.int64), lengths)  # (T,)
+        terms = sorted(corpus.vocab, key=corpus.vocab.__getitem__)
+        return cls.from_triples(terms, flat.astype(np.int64), row_of, np.ones(flat.shape[0], np.float32), lengths)
+
+    @classmethod
+    def from_triples(
+        cls, terms: list[str], term_of: np.ndarray, row_of: np.ndarray, tf: np.ndarray, lengths: np.ndarray
+    ) -> Postings:
+        """Postings from (term, row, tf) entries in any order; entries repeating a (term, row) are summed."""
+        n, v = int(lengths.shape[0]), max(len(terms), 1)
+        keys, inverse = np.unique(term_of * max(n, 1) + row_of, return_inverse=True)  # by term, then row
+        sums = np.bincount(inverse.ravel(), weights=tf, minlength=keys.shape[0]) if keys.size else np.empty(0)
+        indptr = np.zeros(v + 1, np.int64)
+        np.cumsum(np.bincount(keys // max(n, 1), minlength=v), out=indptr[1:])
+        rows = (keys % max(n, 1)).astype(np.int32)
+        return cls(list(terms), indptr, rows, sums.astype(np.float32), lengths.astype(np.int32))
+
+    def save(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "terms.json").write_text(json.dumps(self.terms))
+        for name in ("indptr", "rows", "tf", "lengths"):
+            np.save(directory / f"{name}.npy", getattr(self, name), allow_pickle=False)
+
+    @classmethod
+    def load(cls, directory: Path) -> Postings:
+        arrays = [np.load(directory / f"{n}.npy", mmap_mode="r") for n in ("indptr", "rows", "tf", "lengths")]
+        p = cls(json.loads((directory / "terms.json").read_text()), *arrays)
+        bad_size = int(p.indptr[-1]) != p.rows.shape[0] or p.rows.shape != p.tf.shape
+        if p.indptr.shape != (max(len(p.terms), 1) + 1,) or bad_size:
+            raise ValueError(f"{directory}: postings do not match their vocabulary")
+        return p
+
+    def __len__(self) -> int:
+        return int(self.lengths.shape[0])
+
+    def select(self, keep: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+        """The postings of rows `keep` (ascending), renumbered 0..len(keep)-1: (terms, term of each posting,
+        new row of each posting, tf). A merge concatenates these from its segments."""
+        new_row = np.full(len(self), -1, np.int64)
+        new_row[keep] = np.arange(keep.shape[0])
+        term_of = np.repeat(np.arange(len(self.indptr) - 1), np.diff(self.indptr))  # (nnz,)
+        moved = new_row[self.rows]  # (nnz,)
+        live = moved >= 0
+        return self.terms, term_of[live], moved[live], np.asarray(self.tf)[live]
+
+    # --- statistics ------------------------------------------------------------------------------
+    def live_df(self, live: np.ndarray | None) -> np.ndarray:
+        """(V,) passages containing each term, counting live rows only (None: every row is live)."""
+        counts = np.diff(self.indptr)
+        if live is None or not counts.size:
+            return counts
+        hit = np.asarray(live)[self.rows].astype(np.int64)  # (nnz,)
+        return np.add.reduceat(hit, self.indptr[:-1]) * (counts > 0) if hit.size else np.zeros_like(counts)
+
+    def stats(self, terms: set[str], live: np.ndarray | None, live_df: np.ndarray) -> TermStats:
+        lengths = np.asarray(self.lengths, dtype=np.int64)
+        total = int(lengths.sum() if live is None else lengths[live].sum())
+        n = len(self) if live is None else int(np.count_nonzero(live))
+        df = {t: int(live_df[self.vocab[t]]) for t in terms if t in self.vocab}
+        return TermStats(n, total, df)
+
+    # --- scoring ---------------------------------------------------------------------------------
+    def score(
+        self, query: Sequence[str], stats: TermStats, params: BM25Params
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, scores float64) of the rows that contain a query term, in row order. A term repeated in the
+        query counts again, as in bm25s; terms the live corpus lacks (df 0) count nothing."""
+        known = [t for t in query if stats.df.get(t, 0) > 0]
+        if not known or not len(self):
+            return np.empty(0, np.int64), np.empty(0, np.float64)
+        method = "lucene" if params.method == "okapi" else params.method
+        tfc = _select_tfc_scorer("atire" if params.method == "okapi" else method)
+        avg = stats.avg_len
+        scores = np.zeros(len(self), np.float64)  # (n,)
+        matched = np.zeros(len(self), bool)
+        base = 0.0  # bm25l / bm25+: what a term adds to a passage that lacks it
+        for t in known:
+            idf = idf_of(params, stats.df[t], stats)
+            absent = idf * tfc(0, avg, avg, params.k1, params.b, params.delta) if method in ("bm25l", "bm25+") else 0.0
+            base += absent
+            i = self.vocab.get(t)
+            if i is None:
+                continue
+            lo, hi = int(self.indptr[i]), int(self.indptr[i + 1])
+            rows = np.asarray(self.rows[lo:hi], dtype=np.int64)
+            dl = np.asarray(self.lengths, dtype=np.float64)[rows]
+            tf = np.asarray(self.tf[lo:hi], dtype=np.float64)
+            scores[rows] += idf * tfc(tf, dl, avg, params.k1, params.b, params.delta) - absent
+            matched[rows] = True
+        rows = np.flatnonzero(matched)
+        return rows, scores[rows] + base

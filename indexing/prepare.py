@@ -1,0 +1,62 @@
+"""Turning request documents into stored ones: chunk, embed, hash (shared by every ingest path)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from indexing.chunking import ChunkingParams, chunk_text
+from indexing.collection import Collection
+from indexing.docstore import StoredDocument, passage_text
+from models import Embedder
+from models.cde.context import CorpusContext
+
+
+def content_hash(doc: dict[str, Any], chunking: Any) -> str:
+    """Unchanged documents (same text, title, metadata and chunking) are not embedded again."""
+    key = json.dumps([doc.get("title") or "", doc["text"], doc.get("metadata") or {}, repr(chunking)])
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def prepare_documents(
+    docs: Sequence[dict[str, Any]], coll: Collection, embedder: Embedder, context: CorpusContext | None = None
+) -> list[StoredDocument]:
+    """Chunk every document and embed all passages of the batch in one pass (with the collection's corpus
+    context when the embedder is contextual)."""
+    return chunk_and_embed(docs, chunking=coll.settings.chunking, embedder=embedder, context=context)
+
+
+def chunk_and_embed(
+    docs: Sequence[dict[str, Any]],
+    *,
+    chunking: ChunkingParams,
+    embedder: Embedder,
+    context: CorpusContext | None = None,
+) -> list[StoredDocument]:
+    """prepare_documents without a collection at hand (a Ray Data encoder actor holds only the settings)."""
+    spans = [chunk_text(d["text"], embedder.tokenizer, chunking) for d in docs]
+    texts = [
+        passage_text(d.get("title") or "", d["text"][s.start : s.end])
+        for d, doc_spans in zip(docs, spans, strict=True)
+        for s in doc_spans
+    ]
+    vectors = embedder.encode_documents(texts, context=context)  # (P, d)
+    out, row = [], 0
+    for d, doc_spans in zip(docs, spans, strict=True):
+        n = len(doc_spans)
+        out.append(
+            StoredDocument(
+                doc_id=d["id"],
+                title=d.get("title") or "",
+                text=d["text"],
+                metadata=d.get("metadata") or {},
+                content_hash=content_hash(d, chunking),
+                spans=[(s.start, s.end) for s in doc_spans],
+                embeddings=vectors[row : row + n],
+                context_id=context.id if context is not None else "",
+            )
+        )
+        row += n
+    return out

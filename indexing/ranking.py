@@ -1,0 +1,136 @@
+"""From passage lists to ranked units: one shard's top units per run, the shards merged, then fused.
+
+A unit is a document (group_by_doc) or a passage. A document scores as its best passage. Equal scores are
+ordered by passage id: passage ids are the same whatever the segments and shards, so every layout orders
+alike, and a merge of the shards' lists by (score, passage id) is exact (each document lives in one shard,
+so the global top n of a run is among the shards' top n).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from indexing.fusion import reciprocal_rank_fusion
+from indexing.postings import TermStats
+from indexing.shard_view import Lists, ShardView
+
+Mode = Literal["dense", "bm25", "hybrid"]
+Dim = Literal["full", "256"]
+RUNS: tuple[str, ...] = ("dense", "bm25")
+RESCORE_FACTOR = 4  # dim=256: the prefix index shortlists 4x the passages needed, full dims rank them
+TIE_WIDEN = 16  # at most this many times the first fetch, to see every passage tied at the cut
+Ranked = list[tuple[Any, float, int]]  # (unit key, score, representative passage id), best first
+
+
+@dataclass(frozen=True)
+class RankRequest:
+    """What one search asks of every shard (plain data: it crosses to Ray actors)."""
+
+    mode: Mode = "hybrid"
+    k: int = 10
+    dim: Dim = "full"
+    rrf_k: int = 60
+    depth: int = 200
+    weights: Mapping[str, float] | None = None
+    group_by_doc: bool = True
+    rescore: bool = True
+
+    @property
+    def n(self) -> int:
+        """Units each run contributes before fusion."""
+        return max(self.k, self.depth) if self.mode == "hybrid" else self.k
+
+
+@dataclass(frozen=True)
+class Fused:
+    """One query's result: (unit key, score, passage id) best first, each unit's 1-based rank per run, and
+    the shard of each passage id."""
+
+    top: Ranked
+    ranks: dict[str, dict[Any, int]]
+    shard_of: dict[int, int] = field(default_factory=dict)
+
+
+def group(lists: Lists, key_of: Callable[[np.ndarray], np.ndarray] | None, n: int) -> list[Ranked]:
+    """Per query: the first n distinct units of a (score desc, passage id) list."""
+    out: list[Ranked] = []
+    for pids, scores in lists:
+        keys = key_of(pids).tolist() if key_of is not None and len(pids) else pids.tolist()
+        seen: set[Any] = set()
+        ranked: Ranked = []
+        for key, pid, score in zip(keys, pids.tolist(), scores.tolist(), strict=True):
+            if key in seen:
+                continue
+            seen.add(key)
+            ranked.append((key, float(score), pid))
+            if len(ranked) == n:
+                break
+        out.append(ranked)
+    return out
+
+
+def widening(fetch_lists: Callable[[int], Lists], total: int, n: int, key_of: Any) -> list[Ranked]:
+    """Fetch enough passages that n distinct units come out: widen when documents repeat, and when the last
+    unit kept ties the last passage fetched (up to TIE_WIDEN times the first fetch): which of tied passages
+    an index returns at its cut is arbitrary, and the ones left out may come first by id."""
+    first = fetch = min(total, n * 3 if key_of is not None else n)
+    while True:
+        lists = fetch_lists(fetch)
+        ranked = group(lists, key_of, n)
+        full = [len(p) == fetch for p, _ in lists]
+        short = any(len(r) < n and f for r, f in zip(ranked, full, strict=True))
+        tied = fetch < first * TIE_WIDEN and any(
+            f and len(r) == n and len(s) and float(s.min()) >= r[-1][1]
+            for r, f, (_, s) in zip(ranked, full, lists, strict=True)
+        )
+        if not (short or tied) or fetch >= total:
+            return ranked
+        fetch = min(total, fetch * 4)
+
+
+def rank_shard(
+    view: ShardView, qv: np.ndarray | None, tokens: Sequence[list[str]], stats: TermStats | None, req: RankRequest
+) -> list[dict[str, Ranked]]:
+    """Per query, each run's top n units of this shard: what the shard contributes before the merge."""
+    key_of = view.doc_numbers if req.group_by_doc else None
+    runs: dict[str, list[Ranked]] = {}
+    if qv is not None:
+        small, factor = req.dim != "full", RESCORE_FACTOR if req.rescore else 0
+        runs["dense"] = widening(lambda f: view.dense(qv, f, small, factor), view.n_live, req.n, key_of)
+    if req.mode in ("bm25", "hybrid") and stats is not None:
+        runs["bm25"] = group(view.bm25(tokens, stats), key_of, req.n)
+    return [{name: r[qi] for name, r in runs.items()} for qi in range(len(tokens))]
+
+
+def merge_shards(per_shard: Sequence[dict[str, Ranked]], n: int) -> tuple[dict[str, Ranked], dict[int, int]]:
+    """One query: each run's lists from every shard merged by (score, passage id), top n; unit keys become
+    (shard, key) since local keys repeat across shards. Also each passage's shard."""
+    merged: dict[str, Ranked] = {}
+    shard_of: dict[int, int] = {}
+    for name in per_shard[0] if per_shard else ():
+        units = [((s, key), score, pid) for s, runs in enumerate(per_shard) for key, score, pid in runs[name]]
+        units.sort(key=lambda u: (-u[1], u[2]))
+        merged[name] = units[:n]
+    for s, runs in enumerate(per_shard):
+        for run in runs.values():
+            shard_of.update((pid, s) for _, _, pid in run)
+    return merged, shard_of
+
+
+def fuse(per_run: dict[str, Ranked], req: RankRequest) -> tuple[Ranked, dict[str, dict[Any, int]]]:
+    """One query's top k, and each unit's rank in each run."""
+    ranks = {name: {key: i + 1 for i, (key, _, _) in enumerate(r)} for name, r in per_run.items()}
+    if req.mode != "hybrid":
+        return per_run[req.mode][: req.k], ranks
+    rep = {}  # the passage shown for a fused unit: its best dense passage, else its best BM25 one
+    for name in ("bm25", "dense"):
+        rep.update({key: pid for key, _, pid in per_run.get(name, [])})
+    fused = reciprocal_rank_fusion(
+        {name: [key for key, _, _ in r] for name, r in per_run.items()}, k=req.rrf_k, depth=req.depth,
+        weights=req.weights,
+    )
+    return [(key, score, rep[key]) for key, score in fused[: req.k]], ranks

@@ -1,0 +1,192 @@
+"""A published manifest of one shard, loaded for searching: its segments, live rows and BM25 counts.
+
+Everything a search needs is made here, when a manifest is loaded (by the background reader or a writer
+that just published), never on a request: the FAISS IDSelector of each segment's live rows, each segment's
+live document frequencies, lengths and counts. Segments unchanged since the previous manifest are reused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import faiss
+import numpy as np
+
+from indexing.bm25 import BM25Params
+from indexing.dense import exact_scores, search
+from indexing.manifest import load_dead, read_manifest
+from indexing.postings import TermStats
+from indexing.segment import Segment
+from models.cde.context import CorpusContext
+from models.embedder.modeling_embedder import truncate_embeddings
+
+Lists = list[tuple[np.ndarray, np.ndarray]]  # per query: (passage ids, scores), best first
+
+
+@dataclass
+class LiveSegment:
+    seg: Segment
+    live: np.ndarray  # (rows,) bool
+    n_live: int
+    selector: Any  # faiss.IDSelectorBitmap over live rows, or None when nothing is deleted
+    bits: np.ndarray  # the selector's bitmap: FAISS keeps a pointer, so the array must outlive it
+    live_df: np.ndarray  # (V,) live passages containing each term of the segment's vocabulary
+    total_len: int
+
+    @classmethod
+    def make(cls, seg: Segment, dead: np.ndarray) -> LiveSegment:
+        live = ~dead
+        bits = np.packbits(live, bitorder="little")
+        selector = faiss.IDSelectorBitmap(len(seg), faiss.swig_ptr(bits)) if dead.any() else None
+        lengths = np.asarray(seg.postings.lengths, dtype=np.int64)
+        return cls(seg, live, int(live.sum()), selector, bits, seg.postings.live_df(live if dead.any() else None),
+                   int(lengths[live].sum()))
+
+    def params(self, index: faiss.Index, k: int) -> Any:
+        """Search parameters: the live-row selector, and an HNSW candidate list of at least k."""
+        hnsw = getattr(index, "hnsw", None)
+        if hnsw is not None:
+            return faiss.SearchParametersHNSW(sel=self.selector, efSearch=max(k, hnsw.efSearch))
+        return faiss.SearchParameters(sel=self.selector) if self.selector is not None else None
+
+
+class ShardView:
+    def __init__(self, version: int, manifest: dict[str, Any], parts: list[LiveSegment],
+                 context: CorpusContext | None) -> None:
+        self.version, self.manifest, self.parts, self.context = version, manifest, parts, context
+        self.bm25_params = BM25Params.from_json(manifest["bm25"])
+        self.n_live = sum(p.n_live for p in parts)
+        self._all_df: dict[str, int] | None = None
+        # passage -> document number over every segment, for grouping hits by document
+        pids = np.concatenate([p.seg.pids for p in parts]) if parts else np.empty(0, np.int64)
+        docs = np.concatenate([p.seg.docs for p in parts]) if parts else np.empty(0, np.int64)
+        order = np.argsort(pids, kind="stable")
+        self._pids, self._docs = pids[order], docs[order]
+
+    @classmethod
+    def load(cls, directory: Path, version: int, reuse: Sequence[Segment] = ()) -> ShardView:
+        manifest = read_manifest(directory, version)
+        ef = manifest.get("dense_index", {}).get("ef_search")
+        known = {s.name: s for s in reuse}
+        parts = []
+        for e in manifest["segments"]:
+            seg = known.get(e["name"]) or Segment.load(directory / e["name"], ef_search=ef)
+            parts.append(LiveSegment.make(seg, load_dead(directory, e)))
+        ctx = manifest.get("context")
+        context = CorpusContext.load(directory / f"ctx-{ctx}") if ctx else None
+        view = cls(version, manifest, parts, context)
+        if view.bm25_params.method == "okapi":
+            view.all_df()  # okapi's idf floor needs every term's df: counted now, not on a query
+        return view
+
+    @property
+    def segments(self) -> list[Segment]:
+        return [p.seg for p in self.parts]
+
+    # --- BM25 statistics -----------------------------------------------------------------------
+    def term_stats(self, terms: set[str]) -> TermStats:
+        df: dict[str, int] = {}
+        for p in self.parts:
+            vocab = p.seg.postings.vocab
+            for t in terms:
+                i = vocab.get(t)
+                if i is not None and p.live_df[i]:
+                    df[t] = df.get(t, 0) + int(p.live_df[i])
+        return TermStats(self.n_live, sum(p.total_len for p in self.parts), df)
+
+    def all_df(self) -> dict[str, int]:
+        if self._all_df is None:
+            out: dict[str, int] = {}
+            for p in self.parts:
+                for t, c in zip(p.seg.postings.terms, p.live_df.tolist(), strict=True):
+                    if c:
+                        out[t] = out.get(t, 0) + c
+            self._all_df = out
+        return self._all_df
+
+    # --- retrieval: every list is over live rows only, merged by (score desc, passage id) ---------
+    def dense(self, qv: np.ndarray, f: int, small: bool, rescore_factor: int) -> Lists:
+        """Top f passages per query by full-dim cosine (float64 sums: independent of the segment sizes).
+        small: the Matryoshka prefix index makes a shortlist of rescore_factor x f over all segments, merged,
+        which the full vectors then rank (rescore_factor 0: the prefix index's own ranking and cosines)."""
+        q = np.ascontiguousarray(qv, dtype=np.float32)  # (nq, d)
+        parts = [p for p in self.parts if p.n_live]
+        if not small:
+            found = [self._search(p, p.seg.full, q, min(f, p.n_live)) for p in parts]
+            return _merge([self._rescored(p, rows, q) for p, (_, rows) in zip(parts, found, strict=True)], len(q), f)
+        s = max(f * rescore_factor, f)
+        qs = truncate_embeddings(q, int(self.manifest["small_dim"]))  # (nq, small_dim)
+        found = [self._search(p, p.seg.small, qs, min(s, p.n_live)) for p in parts]
+        if rescore_factor == 0:
+            lists = [[(p.seg.pids[r[r >= 0]], sc[r >= 0]) for r, sc in zip(rows, scores, strict=True)]
+                     for p, (scores, rows) in zip(parts, found, strict=True)]
+            return _merge(lists, len(q), f)
+        # The shortlist is the top s of every segment's prefix scores together, as one index's would be.
+        tagged = []  # per segment, per query: ((segment, row) pairs, passage ids, prefix scores)
+        for i, (p, (scores, rows)) in enumerate(zip(parts, found, strict=True)):
+            per_q = []
+            for r, sc in zip(rows, scores, strict=True):
+                r = r[r >= 0]
+                per_q.append((np.stack([np.full(r.shape[0], i), r], 1), p.seg.pids[r], sc[: r.shape[0]]))
+            tagged.append(per_q)
+        out: Lists = []
+        for qi in range(len(q)):
+            where = np.concatenate([t[qi][0] for t in tagged]) if tagged else np.empty((0, 2), np.int64)
+            pids = np.concatenate([t[qi][1] for t in tagged]) if tagged else np.empty(0, np.int64)
+            sc = np.concatenate([t[qi][2] for t in tagged]) if tagged else np.empty(0, np.float32)
+            keep = np.lexsort((pids, -sc))[:s]
+            vecs = np.empty((keep.shape[0], q.shape[1]), np.float32)
+            for i, p in enumerate(parts):
+                mine = where[keep, 0] == i
+                if mine.any():
+                    vecs[mine] = p.seg.vectors(where[keep[mine], 1])
+            full = exact_scores(vecs[None], q[qi : qi + 1])[0]  # (s,)
+            order = np.lexsort((pids[keep], -full))[:f]
+            out.append((pids[keep][order], full[order]))
+        return out
+
+    @staticmethod
+    def _search(p: LiveSegment, index: faiss.Index, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        params = p.params(index, k)
+        if params is None:
+            return search(index, q, k)
+        return index.search(q, k, params=params)  # type: ignore[call-arg,no-any-return]
+
+    @staticmethod
+    def _rescored(p: LiveSegment, rows: np.ndarray, q: np.ndarray) -> Lists:
+        out = []
+        for qi, r in enumerate(rows):
+            r = r[r >= 0]  # HNSW answers -1 where it found fewer rows than asked
+            scores = exact_scores(p.seg.vectors(r)[None], q[qi : qi + 1])[0] if r.size else np.empty(0, np.float32)
+            out.append((p.seg.pids[r], scores))
+        return out
+
+    def bm25(self, queries: Sequence[list[str]], stats: TermStats) -> Lists:
+        """Every live passage that shares a term with the query and scores above 0, best first."""
+        per_seg = []
+        for p in self.parts:
+            lists = []
+            for tokens in queries:
+                rows, scores = p.seg.postings.score(tokens, stats, self.bm25_params)
+                keep = p.live[rows] & (scores > 0)
+                lists.append((p.seg.pids[rows[keep]], scores[keep].astype(np.float32)))
+            per_seg.append(lists)
+        return _merge(per_seg, len(queries), None)
+
+    def doc_numbers(self, pids: np.ndarray) -> np.ndarray:
+        """Document number of each passage id (every id asked for is in one of this view's segments)."""
+        return self._docs[np.searchsorted(self._pids, pids)]  # type: ignore[no-any-return]
+
+
+def _merge(per_segment: Sequence[Lists], nq: int, f: int | None) -> Lists:
+    """Per query: the segments' lists merged by (score desc, passage id), cut to f (None: all)."""
+    out = []
+    for qi in range(nq):
+        pids = np.concatenate([s[qi][0] for s in per_segment]) if per_segment else np.empty(0, np.int64)
+        scores = np.concatenate([s[qi][1] for s in per_segment]) if per_segment else np.empty(0, np.float32)
+        order = np.lexsort((pids, -scores))[:f]
+        out.append((pids[order], scores[order]))
+    return out

@@ -1,0 +1,143 @@
+"""All collections of a data directory: opened once per process, kept fresh by a background reader."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+from indexing.collection import (
+    NAME_RE,
+    SETTINGS_FILE,
+    Collection,
+    CollectionConflict,
+    CollectionNotFound,
+    CollectionSettings,
+    IndexNotReady,
+    load_settings,
+    validate_name,
+)
+from indexing.engine import LOCAL_FANOUT
+from indexing.manifest import ManifestError
+from indexing.segment import SegmentError
+from indexing.shards import ShardedCollection
+from velaio.files import write_atomic
+
+log = logging.getLogger("vela.collections")
+REFRESH_S = 0.05  # how often the background reader looks for newly published manifests
+
+
+def open_collection(root: Path, settings: CollectionSettings) -> Collection:
+    """A collection directory as its settings say: one doc store, or shards (each a collection directory)."""
+    if settings.shards == 1:
+        return Collection(root, settings)
+    return ShardedCollection(root, settings)
+
+
+def read_collection(root: Path) -> Collection:
+    """Open the collection directory at `root` on its own (a shard, from a process that holds no store)."""
+    return open_collection(root, load_settings(root))
+
+
+class CollectionStore:
+    """All collections under `<data_dir>/collections/`, opened once and shared."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.root = data_dir / "collections"
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._open: dict[str, Collection] = {}
+        self._lock = threading.Lock()
+        # Where searches run: this process's shard views, or Ray actors (indexing/ray_shards.py).
+        self.fanout: Any = LOCAL_FANOUT
+        self._stop = threading.Event()
+        self._reader: threading.Thread | None = None
+
+    # --- the background reader: new manifests are loaded here, never by a request -----------------
+    def refresh(self, coll: Collection) -> bool:
+        try:
+            return coll.refresh(self.fanout)
+        except (IndexNotReady, ManifestError, SegmentError, OSError) as exc:
+            log.warning("collection not refreshed", extra={"collection": coll.name, "error": str(exc)})
+            return False
+
+    def published(self, coll: Collection) -> None:
+        """A writer of this process published: where this process serves searches, load it now."""
+        if self._reader is not None:
+            self.refresh(coll)
+
+    def refresh_all(self) -> None:
+        with self._lock:
+            colls = list(self._open.values())
+        for coll in colls:
+            self.refresh(coll)
+
+    def start_reader(self, interval_s: float = REFRESH_S) -> None:
+        def loop() -> None:
+            while not self._stop.wait(interval_s):
+                self.refresh_all()
+
+        self.refresh_all()
+        self._reader = threading.Thread(target=loop, name="vela-index-reader", daemon=True)
+        self._reader.start()
+
+    def stop_reader(self) -> None:
+        self._stop.set()
+        if self._reader is not None:
+            self._reader.join(5)
+
+    def names(self) -> list[str]:
+        return sorted(p.name for p in self.root.iterdir() if NAME_RE.match(p.name) and (p / SETTINGS_FILE).is_file())
+
+    def get(self, name: str) -> Collection:
+        with self._lock:
+            return self._get_locked(name)
+
+    def _get_locked(self, name: str) -> Collection:
+        if name in self._open:
+            return self._open[name]
+        root = self.root / name
+        if not NAME_RE.match(name) or not (root / SETTINGS_FILE).is_file():
+            raise CollectionNotFound(name)
+        coll = self._open[name] = open_collection(root, load_settings(root))
+        return coll
+
+    def exists(self, name: str) -> bool:
+        return NAME_RE.match(name) is not None and (self.root / name / SETTINGS_FILE).is_file()
+
+    def create(self, settings: CollectionSettings) -> Collection:
+        """Create a collection, or return the existing one if its settings agree."""
+        validate_name(settings.name)
+        with self._lock:
+            root = self.root / settings.name
+            if (root / SETTINGS_FILE).is_file():
+                existing = CollectionSettings.from_json(json.loads((root / SETTINGS_FILE).read_text()))
+                if existing.embedder != settings.embedder:
+                    raise CollectionConflict(
+                        f"collection {settings.name!r} already uses embedder {existing.embedder!r}"
+                    )
+                return self._get_locked(settings.name)
+            # Build it aside and rename it into place, so a half-created collection is never seen.
+            tmp = self.root / f".new-{uuid.uuid4().hex}"
+            tmp.mkdir(parents=True)
+            coll = open_collection(tmp, settings)
+            coll.check_consistency()  # an empty published index: searchable at once
+            coll.close()
+            write_atomic(tmp / SETTINGS_FILE, json.dumps(settings.to_json(), indent=2).encode())
+            tmp.rename(root)
+            return self._get_locked(settings.name)
+
+    def delete(self, name: str) -> None:
+        coll = self.get(name)
+        with coll.writer(), self._lock:
+            coll.close()
+            self._open.pop(name, None)
+            # Rename first: the collection disappears at once, the files go after.
+            trash = self.root.parent / "trash" / f"{name}-{uuid.uuid4().hex}"
+            trash.parent.mkdir(parents=True, exist_ok=True)
+            (coll.root / SETTINGS_FILE).rename(coll.root / f"{SETTINGS_FILE}.deleted")
+            coll.root.rename(trash)
+        shutil.rmtree(trash, ignore_errors=True)
