@@ -28,14 +28,15 @@ from typing import Any
 import numpy as np
 
 from bench.common import command, machine, write_result
-from cli.beir import read_corpus, read_qrels, read_queries
-from indexing.collection import Collection, CollectionSettings, CollectionStore
+from indexing.collection import Collection, CollectionSettings
 from indexing.ingest import run_job
 from indexing.jobs import JobKind, JobStore
 from indexing.shards import ShardedCollection
+from indexing.store import CollectionStore
 from models import EmbedderCache
 from service.search import Hit, search_batch
 from service.sharded_search import ShardFanout, sharded_search_batch
+from velaio.beir import read_corpus, read_qrels, read_queries
 
 BEIR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "beir"
 MODES = ("bm25", "dense", "hybrid")

@@ -17,7 +17,6 @@ import ir_measures
 import numpy as np
 from tqdm import tqdm
 
-from cli.beir import read_corpus, read_qrels, read_queries, read_query_ids
 from indexing.ingest import run_job
 from indexing.jobs import JobKind
 from models.reranker import CrossEncoder
@@ -26,6 +25,7 @@ from service.rerank import Reranking, prepare_rerank
 from service.search import search_batch
 from service.settings import Settings
 from service.state import build_state
+from velaio.beir import read_corpus, read_qrels, read_queries, read_query_ids
 
 MEASURES = {"ndcg@10": ir_measures.nDCG @ 10, "recall@100": ir_measures.R @ 100, "mrr@10": ir_measures.RR @ 10}
 INGEST_CHUNK = 5000  # documents per job: bounded job payloads, progress per batch

@@ -22,7 +22,7 @@ from tqdm import tqdm
 def read_documents(path: Path) -> Iterator[dict[str, Any]]:
     """A BEIR folder (corpus.jsonl with _id), or a JSONL file of API documents ({id, text, title?, metadata?})."""
     if path.is_dir():
-        from cli.beir import read_corpus
+        from velaio.beir import read_corpus
 
         yield from read_corpus(path)
         return

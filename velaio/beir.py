@@ -1,4 +1,6 @@
-"""Reading a BEIR-layout folder: corpus.jsonl, queries.jsonl, qrels/<split>.tsv."""
+"""Reading a BEIR-layout folder: corpus.jsonl, queries.jsonl, qrels/<split>.tsv; query-id lists.
+
+Here, in the leaf package, so that training, bench and cli read datasets without importing each other."""
 
 from __future__ import annotations
 
@@ -7,6 +9,8 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from velaio.files import write_atomic
 
 
 def read_corpus(root: Path) -> Iterator[dict[str, Any]]:
@@ -42,6 +46,4 @@ def read_query_ids(path: Path) -> set[str]:
 
 
 def write_query_ids(path: Path, qids: list[str]) -> None:
-    from indexing.snapshot import write_atomic  # the project's atomic write; faiss stays out of a plain read
-
     write_atomic(path, "".join(f"{q}\n" for q in qids).encode())

@@ -23,8 +23,8 @@ from typing import Protocol
 
 import numpy as np
 
-from indexing.docstore import passage_text
 from training.data.pairs import Pair, read_documents
+from velaio.text import passage_text
 
 log = logging.getLogger("vela.train")
 

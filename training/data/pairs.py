@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from indexing.docstore import passage_text
+from velaio.text import passage_text
 
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 MIN_WORDS = 3  # a mined query shorter than this says too little to train on

@@ -51,12 +51,12 @@ def main(argv: list[str]) -> int:
         return 2
     from transformers import set_seed
 
-    from cli.beir import write_query_ids
     from models.reranker import RerankerProcessor
     from training.reranker.collator import RerankerCollator
     from training.reranker.dataset import GroupDataset, build_groups
     from training.reranker.modeling import build, save
     from training.reranker.trainer import RerankerTrainer
+    from velaio.beir import write_query_ids
 
     t0 = time.time()
     set_seed(train_args.seed)

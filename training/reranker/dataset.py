@@ -16,10 +16,12 @@ from typing import Any
 import numpy as np
 from torch.utils.data import Dataset
 
-from cli.beir import read_corpus, read_qrels, read_queries
+# The one engine import in training: the service's own BM25 picks the hard negatives (allowed by the
+# import contracts in pyproject.toml, which let training read from indexing but never from service or cli).
 from indexing.bm25 import BM25Index, BM25Params, tokenize
 from models.reranker.processing_reranker import document_text
 from training.reranker.arguments import DataArguments
+from velaio.beir import read_corpus, read_qrels, read_queries
 
 log = logging.getLogger("vela.training.reranker")
 
