@@ -116,17 +116,13 @@ def _serve(args: argparse.Namespace) -> int:
 
     from indexing.logs import configure_logging
     from service.main import create_app
+    from service.server import uvicorn_config
     from service.settings import Settings
 
     settings = Settings()
     configure_logging(settings.log_level)
-    uvicorn.run(
-        create_app(settings),
-        host=args.host or settings.host,
-        port=args.port or settings.port,
-        log_config=None,
-        access_log=False,
-    )
+    # Header, keep-alive and connection limits come from the settings (VELA_HEADER_TIMEOUT_S and the rest).
+    uvicorn.Server(uvicorn_config(create_app(settings), settings, host=args.host, port=args.port)).run()
     return 0
 
 

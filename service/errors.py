@@ -1,7 +1,10 @@
-"""One error shape for every failure: {"error": {"code", "message", "details"?}}, with stable codes."""
+"""One error shape for every failure: {"error": {"code", "message", "details"?, "request_id"}}, with stable codes."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
+from contextvars import ContextVar
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -9,15 +12,20 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+log = logging.getLogger("vela.service")
+
+# Set by the outermost middleware for each request; every error body and error log line carries it.
+REQUEST_ID: ContextVar[str | None] = ContextVar("vela_request_id", default=None)
+
 STATUS_CODES = {
-    400: "bad_request",
     401: "unauthorized",
     404: "not_found",
     405: "method_not_allowed",
+    408: "request_timeout",
     409: "conflict",
     413: "payload_too_large",
     422: "invalid_request",
-    500: "internal_error",
+    500: "internal",
     503: "unavailable",
 }
 
@@ -30,12 +38,40 @@ class ApiError(StarletteHTTPException):
         self.code = code
 
 
-def error_response(status: int, code: str, message: str, details: list[dict[str, Any]] | None = None) -> JSONResponse:
+def error_response(
+    status: int,
+    code: str,
+    message: str,
+    details: list[dict[str, Any]] | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> JSONResponse:
     body: dict[str, Any] = {"code": code, "message": message}
     if details:
         body["details"] = details
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return JSONResponse({"error": body}, status_code=status, headers=headers)
+    request_id = REQUEST_ID.get()
+    if request_id is not None:
+        body["request_id"] = request_id
+    headers = dict(headers or {})
+    if status == 401:
+        headers.setdefault("WWW-Authenticate", "Bearer")
+    return JSONResponse({"error": body}, status_code=status, headers=headers or None)
+
+
+def internal_error() -> JSONResponse:
+    """What a client sees of a bug: the shape and the request id to quote, never a traceback."""
+    rid = REQUEST_ID.get()
+    message = f"internal error; quote request id {rid} when reporting it" if rid else "internal error"
+    return error_response(500, "internal", message)
+
+
+def _unparsable(exc: BaseException) -> str:
+    """Why FastAPI could not parse a body (it reports every such case as one 400 without a reason)."""
+    cause = exc.__cause__
+    if isinstance(cause, UnicodeError):
+        return "request body is not valid JSON: it is not UTF-8"
+    if isinstance(cause, RecursionError):
+        return "request body is not valid JSON: it is nested too deeply"
+    return "request body is not valid JSON"
 
 
 def _describe(err: dict[str, Any]) -> str:
@@ -56,5 +92,15 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400:
+            # FastAPI's "error parsing the body" (not UTF-8, JSON nested past the parser's recursion limit): one
+            # malformed body is one kind of error, the same 422 as JSON with a syntax error.
+            return error_response(422, "invalid_request", _unparsable(exc))
         code = getattr(exc, "code", None) or STATUS_CODES.get(exc.status_code, "error")
-        return error_response(exc.status_code, code, str(exc.detail))
+        return error_response(exc.status_code, code, str(exc.detail), headers=exc.headers)  # e.g. Allow on 405
+
+    @app.exception_handler(Exception)
+    async def _unhandled(request: Request, exc: Exception) -> JSONResponse:
+        # Last resort, in Starlette's outermost layer: the request guard middleware normally answers first.
+        log.error("unhandled error", exc_info=exc, extra={"request_id": REQUEST_ID.get(), "path": request.url.path})
+        return internal_error()

@@ -5,15 +5,18 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from functools import partial
+from typing import Any
 
 from fastapi import Depends, FastAPI
 from fastapi.concurrency import run_in_threadpool
-from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service.api.routes import collections, health, index, jobs, search
 from service.deps import require_api_key
-from service.errors import error_response, install_error_handlers
+from service.errors import install_error_handlers
+from service.middleware import limit_body, request_guard, require_key
+from service.schemas import ErrorResponse
 from service.settings import Settings
 from service.state import build_state, start, stop
 
@@ -28,6 +31,16 @@ class _Wrap:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.app(scope, receive, send)
+
+
+def public_paths(settings: Settings) -> frozenset[str]:
+    """Paths that need no key when keys are on: the probes always; metrics and the docs unless protected."""
+    public = {"/healthz", "/readyz"}
+    if not settings.protect_metrics:
+        public.add("/metrics")
+    if not settings.protect_docs:
+        public |= {"/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"}
+    return frozenset(public)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -51,26 +64,26 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.vela = state
 
-    def limit_body(inner: ASGIApp) -> ASGIApp:
-        """Refuses a declared body over the limit before reading it (pure ASGI: no per-request task)."""
-
-        async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
-            if scope["type"] == "http":
-                length = Headers(scope=scope).get("content-length")
-                if length is not None and length.isdigit() and int(length) > settings.max_request_bytes:
-                    message = f"request body over {settings.max_request_bytes} bytes: split it"
-                    await error_response(413, "payload_too_large", message)(scope, receive, send)
-                    return
-            await inner(scope, receive, send)
-
-        return middleware
-
-    # Starlette wraps middleware in reverse order of adding: metrics outermost, so it sees the 413s too.
-    app.add_middleware(_Wrap, factory=limit_body)
+    # Starlette wraps middleware in reverse order of adding. Outermost first: metrics (sees every answer, 5xx
+    # included), the request guard (id, deadline, catch-all), the key check (before any body byte is read), then
+    # the body limits.
+    app.add_middleware(
+        _Wrap, factory=partial(limit_body, max_bytes=settings.max_request_bytes, timeout_s=settings.body_timeout_s)
+    )
+    app.add_middleware(_Wrap, factory=partial(require_key, keys=settings.api_key_set, public=public_paths(settings)))
+    app.add_middleware(_Wrap, factory=partial(request_guard, timeout_s=settings.request_timeout_s))
     app.add_middleware(_Wrap, factory=state.metrics.asgi)
     install_error_handlers(app)
-    secured = [Depends(require_api_key)]
+    # The key dependency (security schemes in the OpenAPI document, 401 on each operation) only when keys are on,
+    # so that the document says what the server does.
+    secured: dict[str, Any] = {}
+    if settings.api_key_set:
+        secured = {"dependencies": [Depends(require_api_key)], "responses": {401: {"model": ErrorResponse}}}
     for router in (index.router, jobs.router, collections.router, search.router):
-        app.include_router(router, dependencies=secured)
+        app.include_router(router, **secured)
     app.include_router(health.router)
+    if settings.api_key_set and settings.protect_metrics:
+        app.include_router(health.metrics_router, **secured)
+    else:
+        app.include_router(health.metrics_router)
     return app

@@ -2,12 +2,33 @@
 
 from __future__ import annotations
 
+import math
+import re
 from collections import Counter
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.json_schema import JsonDict
 
 from indexing.collection import MAX_SHARDS, NAME_RE
+
+# Every request body refuses extra fields and non-finite numbers (Infinity/NaN would reach scores and sorting).
+REQUEST_CONFIG = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+# "Not blank", spelled out so that the OpenAPI pattern (ECMA regex), pydantic and Python agree on what is blank:
+# the characters str.isspace() calls whitespace, plus the BOM.
+_SPACE = r"\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+NOT_BLANK = f"[^{_SPACE}]"
+_NOT_BLANK = re.compile(NOT_BLANK)
+# Schema only: the check itself is the validators' (their messages say what to fix).
+_NOT_BLANK_SCHEMA: JsonDict = {"minLength": 1, "pattern": NOT_BLANK}
+
+
+def _not_blank(v: str, what: str) -> str:
+    if not _NOT_BLANK.search(v):
+        raise ValueError(f"{what} must not be empty")
+    return v
+
 
 CollectionName = Field(
     ..., min_length=1, max_length=64, pattern=NAME_RE.pattern, examples=["scifact"], description="collection name"
@@ -15,22 +36,26 @@ CollectionName = Field(
 
 
 class Document(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    id: str = Field(..., min_length=1, max_length=512)
-    text: str
+    model_config = REQUEST_CONFIG
+    id: str = Field(
+        ..., min_length=1, max_length=512, description="any string; per-document paths take it percent-encoded"
+    )
+    text: str = Field(..., json_schema_extra=_NOT_BLANK_SCHEMA, description="not blank")
     title: str | None = Field(None, max_length=10_000)
-    metadata: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = Field(
+        None,
+        description="returned with every hit; bounded in depth, keys and JSON size (VELA_MAX_METADATA_*), "
+        "finite numbers only",
+    )
 
     @field_validator("text")
     @classmethod
     def _text_not_blank(cls, v: str) -> str:
-        if not v.strip():
-            raise ValueError("document text must not be empty")
-        return v
+        return _not_blank(v, "document text")
 
 
 class IndexRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = REQUEST_CONFIG
     collection: str = CollectionName
     documents: list[Document] = Field(..., min_length=1)
     embedder: str | None = Field(
@@ -77,7 +102,7 @@ class JobAccepted(BaseModel):
 
 
 class RerankOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = REQUEST_CONFIG
     model: str | None = Field(
         None,
         min_length=1,
@@ -102,7 +127,7 @@ class RerankOptions(BaseModel):
 
 
 class SearchOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = REQUEST_CONFIG
     collection: str = CollectionName
     k: int = Field(10, ge=1, le=1000, description="hits to return")
     mode: Literal["dense", "bm25", "hybrid"] = "hybrid"
@@ -122,28 +147,31 @@ class SearchOptions(BaseModel):
         return v
 
 
-def _query_not_blank(v: str) -> str:
-    if not v.strip():
-        raise ValueError("query must not be empty")
-    return v
+MAX_QUERY_LENGTH = 10_000
+# One query as the schema shows it (the validators below give the messages).
+_QUERY_ITEM_SCHEMA: JsonDict = {"maxLength": MAX_QUERY_LENGTH, **_NOT_BLANK_SCHEMA}
+QueryText = Annotated[str, Field(json_schema_extra=_QUERY_ITEM_SCHEMA)]
 
 
 class SearchRequest(SearchOptions):
-    query: str = Field(..., max_length=10_000)
-    _check = field_validator("query")(_query_not_blank)
+    query: str = Field(..., max_length=MAX_QUERY_LENGTH, json_schema_extra=_NOT_BLANK_SCHEMA)
+
+    @field_validator("query")
+    @classmethod
+    def _query_not_blank(cls, v: str) -> str:
+        return _not_blank(v, "query")
 
 
 class BatchSearchRequest(SearchOptions):
-    queries: list[str] = Field(..., min_length=1)
+    queries: list[QueryText] = Field(..., min_length=1)
 
     @field_validator("queries")
     @classmethod
     def _queries_not_blank(cls, v: list[str]) -> list[str]:
         for i, q in enumerate(v):
-            if not q.strip():
-                raise ValueError(f"query {i} must not be empty")
-            if len(q) > 10_000:
-                raise ValueError(f"query {i} is longer than 10000 characters")
+            _not_blank(q, f"query {i}")
+            if len(q) > MAX_QUERY_LENGTH:
+                raise ValueError(f"query {i} is longer than {MAX_QUERY_LENGTH} characters")
         return v
 
 
@@ -159,12 +187,53 @@ class PassageRef(BaseModel):
     end: int
 
 
+# Whatever a collection holds, a response must serialise: pydantic gives up past ~255 levels, and JSON has no
+# NaN. Ingest bounds new metadata far below this; older or foreign data is cleaned on the way out.
+MAX_RESPONSE_METADATA_DEPTH = 128
+
+
+class _TooDeep(Exception):
+    pass
+
+
+def _clean(value: Any, depth: int) -> Any:
+    if isinstance(value, dict | list):
+        if depth >= MAX_RESPONSE_METADATA_DEPTH:
+            raise _TooDeep
+        if isinstance(value, dict):
+            return {str(k): _clean(v, depth + 1) for k, v in value.items()}
+        return [_clean(v, depth + 1) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return str(value)
+
+
+def response_metadata(value: Any) -> dict[str, Any]:
+    """Stored metadata as a response can carry it: non-finite numbers become null; metadata nested deeper than
+    the response limit is replaced by a note (the hit itself is still returned)."""
+    if not isinstance(value, dict):
+        return {}
+    try:
+        cleaned: dict[str, Any] = _clean(value, 1)
+    except _TooDeep:
+        return {"_error": f"metadata not returned: nested deeper than {MAX_RESPONSE_METADATA_DEPTH} levels"}
+    return cleaned
+
+
 class HitOut(BaseModel):
     id: str
     score: float
     title: str
     text: str
     metadata: dict[str, Any]
+
+    @field_validator("metadata", mode="before")
+    @classmethod
+    def _serialisable(cls, v: Any) -> dict[str, Any]:
+        return response_metadata(v)
+
     passage: PassageRef
     ranks: Ranks
     rerank_score: float | None = Field(None, description="cross-encoder score (the order) when reranked")
@@ -213,6 +282,7 @@ class ErrorBody(BaseModel):
     code: str
     message: str
     details: list[dict[str, Any]] | None = None
+    request_id: str | None = Field(None, description="also the X-Request-ID header and in the server's log")
 
 
 class ErrorResponse(BaseModel):

@@ -28,6 +28,24 @@ class Settings(IndexingSettings):
         1.0, ge=0, le=1, description="the cross-encoder's share of the reranked order when a request sets none"
     )
     rerank_batch_size: int = Field(16, ge=1, description="(query, passage) pairs per cross-encoder pass")
+    # Metadata is stored and returned with every hit: bounded at ingest so that no stored document can make a
+    # response huge or unserialisable (responses also cap depth, at 128, whatever is stored).
+    max_metadata_depth: int = Field(32, ge=1, le=100, description="deepest nesting of a document's metadata")
+    max_metadata_bytes: int = Field(65_536, ge=64, description="largest metadata of one document, as compact JSON")
+    max_metadata_keys: int = Field(1_000, ge=1, description="most keys in one document's metadata, at all levels")
+    # Work of one search request: checked before any is done (413 naming the limit).
+    max_search_hits: int = Field(25_600, ge=1, description="k x queries of one search request")
+    max_search_depth: int = Field(256_000, ge=1, description="depth x queries of one search request")
+    max_query_chars: int = Field(262_144, ge=1, description="characters of all queries of one request")
+    max_response_bytes: int = Field(64 * 1024 * 1024, ge=1024, description="largest search response body")
+    request_timeout_s: float = Field(60.0, gt=0, description="deadline of one request; past it the client gets 503")
+    # Slow or incomplete clients: they must not hold connections open.
+    body_timeout_s: float = Field(30.0, gt=0, description="longest wait for the next piece of a request body (408)")
+    header_timeout_s: float = Field(10.0, gt=0, description="time a connection has to send a request's headers")
+    keep_alive_s: int = Field(5, ge=1, description="how long an idle keep-alive connection stays open")
+    max_connections: int = Field(1024, ge=1, description="concurrent connections; more get 503 at once")
+    protect_metrics: bool = Field(False, description="with API keys, /metrics needs a key too")
+    protect_docs: bool = Field(False, description="with API keys, /docs, /redoc and /openapi.json need a key too")
     bm25_method: str = "lucene"
     bm25_k1: float = 1.2
     bm25_b: float = 0.75

@@ -13,8 +13,10 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
+from fastapi import FastAPI
 
 from service.main import create_app
+from service.server import uvicorn_config
 from service.settings import Settings
 
 
@@ -26,9 +28,17 @@ def _free_port() -> int:
 
 @contextmanager
 def running_server(data_dir: Path, **overrides: Any) -> Iterator[httpx.Client]:
+    with running_app(data_dir, **overrides) as (client, _):
+        yield client
+
+
+@contextmanager
+def running_app(data_dir: Path, **overrides: Any) -> Iterator[tuple[httpx.Client, FastAPI]]:
+    """The server of `running_server`, and its app (for tests that reach into the process, e.g. its state)."""
     settings = Settings(data_dir=data_dir, **overrides)
     port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_config=None))
+    app = create_app(settings)
+    server = uvicorn.Server(uvicorn_config(app, settings, host="127.0.0.1", port=port, access_log=True))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.time() + 60
@@ -38,7 +48,7 @@ def running_server(data_dir: Path, **overrides: Any) -> Iterator[httpx.Client]:
         time.sleep(0.05)
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
-            yield client
+            yield client, app
     finally:
         server.should_exit = True
         thread.join(30)

@@ -27,6 +27,13 @@ def small(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-
         yield client
 
 
+def _error(r: httpx.Response) -> dict:
+    """The error body without its request id (every error carries one; it differs per request)."""
+    err = dict(r.json()["error"])
+    assert err.pop("request_id") == r.headers["x-request-id"]
+    return err
+
+
 def _search(client: httpx.Client, **body: object) -> httpx.Response:
     return client.post("/search", json={"collection": "c", "query": "text", **body})
 
@@ -54,7 +61,7 @@ def test_search_validation_is_422_with_a_stable_message(small: httpx.Client, bod
 
 def test_unknown_collection_is_404(small: httpx.Client) -> None:
     r = small.post("/search", json={"collection": "nope", "query": "x"})
-    assert r.status_code == 404 and r.json()["error"] == {
+    assert r.status_code == 404 and _error(r) == {
         "code": "collection_not_found",
         "message": "no collection named 'nope'",
     }
@@ -78,7 +85,7 @@ def test_document_over_the_size_limit_is_413_and_nothing_is_written(small: httpx
     docs = [{"id": "ok", "text": "fine"}, {"id": "big", "text": "x" * 1001}]
     r = small.post("/index", json={"collection": "big", "documents": docs})
     assert r.status_code == 413
-    assert r.json()["error"] == {
+    assert _error(r) == {
         "code": "payload_too_large",
         "message": "document 'big' has 1001 bytes of text; the limit is 1000: split it",
     }

@@ -48,8 +48,10 @@ def remove_collection(name: str, state: State) -> Response:
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
+# `:path` so that any document id can be addressed, "/" included (percent-encode it, or not): ids are free-form
+# strings at ingest, and every id that can be indexed must be deletable.
 @router.delete(
-    "/{name}/documents/{doc_id}",
+    "/{name}/documents/{doc_id:path}",
     status_code=status.HTTP_202_ACCEPTED,
     response_model=JobAccepted,
     responses=NOT_FOUND,

@@ -6,6 +6,8 @@ from service.deps import State
 from service.errors import ApiError
 
 router = APIRouter(tags=["health"])
+# Apart from the probes: VELA_PROTECT_METRICS puts it behind the API key.
+metrics_router = APIRouter(tags=["health"])
 
 
 @router.get("/healthz")
@@ -19,10 +21,15 @@ def readyz(state: State) -> dict[str, object]:
     """Readiness: models loaded, collections checked, the job queue running."""
     if not state.ready:
         raise ApiError(503, "not_ready", "starting: loading models and checking collections")
-    return {"status": "ready", "collections": len(state.collections.names()), "embedders": state.embedders.loaded()}
+    # Counts only: the probe is public even with keys on, and must not show install paths.
+    return {
+        "status": "ready",
+        "collections": len(state.collections.names()),
+        "embedders": len(state.embedders.loaded()),
+    }
 
 
-@router.get("/metrics", response_class=Response)
+@metrics_router.get("/metrics", response_class=Response)
 def metrics(state: State) -> Response:
     """Prometheus text format."""
     from prometheus_client import CONTENT_TYPE_LATEST, generate_latest

@@ -6,6 +6,7 @@ from indexing.collection import CollectionConflict
 from service.deps import State
 from service.documents import BatchTooLarge, DocumentTooLarge, UnsupportedSharding, submit_upsert
 from service.errors import ApiError
+from service.limits import check_metadata
 from service.schemas import ErrorResponse, IndexRequest, JobAccepted
 
 router = APIRouter(tags=["index"])
@@ -19,6 +20,7 @@ router = APIRouter(tags=["index"])
 )
 def index_documents(body: IndexRequest, state: State, request: Request) -> JobAccepted:
     """Upsert documents by id. Returns at once with a job to follow at `GET /jobs/{id}`."""
+    check_metadata(body.documents, state.settings)  # before model_dump: it cannot serialise very deep data
     try:
         job = submit_upsert(
             state=state,

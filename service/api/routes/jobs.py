@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from indexing.jobs import Job, JobNotFound
+from indexing.jobs import TERMINAL, Job, JobNotFound
 from service.deps import State
 from service.errors import ApiError
 from service.schemas import ErrorResponse, JobOut
@@ -38,10 +38,21 @@ def get_job(job_id: str, state: State) -> JobOut:
         raise ApiError(404, "job_not_found", f"no job with id {job_id!r}") from exc
 
 
-@router.delete("/{job_id}", response_model=JobOut, responses={404: {"model": ErrorResponse}})
+@router.delete(
+    "/{job_id}",
+    response_model=JobOut,
+    responses={
+        404: {"model": ErrorResponse},
+        409: {"model": ErrorResponse, "description": "the job has already ended: there is nothing to cancel"},
+    },
+)
 def cancel_job(job_id: str, state: State) -> JobOut:
-    """Cancel a job: a queued one at once, a running one at its next batch (work done so far stays)."""
+    """Cancel a job: a queued one at once, a running one at its next batch (work done so far stays). A job that
+    has ended (succeeded, failed or cancelled) cannot be cancelled: 409."""
     try:
+        job = state.jobs.get(job_id)
+        if job.status in TERMINAL:
+            raise ApiError(409, "conflict", f"job {job_id!r} has already ended ({job.status.value}): nothing to cancel")
         return job_out(state.jobs.request_cancel(job_id))
     except JobNotFound as exc:
         raise ApiError(404, "job_not_found", f"no job with id {job_id!r}") from exc

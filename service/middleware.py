@@ -1,0 +1,163 @@
+"""Pure ASGI guards that run before FastAPI sees a request (no BaseHTTPMiddleware task or stream per request).
+
+Outermost first: `request_guard` (request id, deadline, catch-all), `require_key` (API keys, checked before a
+single body byte is read), `limit_body` (declared and streamed size, slow bodies).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import re
+import uuid
+from collections.abc import Iterable
+
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from service.errors import REQUEST_ID, ApiError, error_response, internal_error
+
+log = logging.getLogger("vela.service")
+
+# A caller's own X-Request-ID is kept when it is short and plain (it ends up in logs and headers).
+_CLIENT_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+
+
+def request_guard(app: ASGIApp, *, timeout_s: float) -> ASGIApp:
+    """Gives every request an id (the X-Request-ID response header, `request_id` of error bodies and error logs),
+    a deadline (503 `timeout` when it passes) and turns any unhandled exception into a 500 in the error shape."""
+
+    async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        given = Headers(scope=scope).get("x-request-id", "")
+        rid = given if _CLIENT_REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
+        token = REQUEST_ID.set(rid)
+        started = answered = False
+
+        def tagged(message: Message) -> Message:
+            if message["type"] != "http.response.start":
+                return message
+            headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"x-request-id"]
+            return {**message, "headers": [*headers, (b"x-request-id", rid.encode())]}
+
+        async def send_direct(message: Message) -> None:
+            await send(tagged(message))
+
+        async def send_from_app(message: Message) -> None:
+            nonlocal started
+            if answered:  # the deadline answered already; the late handler's response goes nowhere
+                return
+            started = started or message["type"] == "http.response.start"
+            await send(tagged(message))
+
+        # The handler runs as its own task so that the deadline can answer while it still runs: a search in the
+        # thread pool cannot be interrupted, and cancelling it waits for the thread anyway.
+        task = asyncio.ensure_future(app(scope, receive, send_from_app))
+        try:
+            done, _ = await asyncio.wait({task}, timeout=timeout_s)
+            if done:
+                task.result()
+                return
+            log.warning("request deadline passed", extra={"request_id": rid, "path": scope.get("path")})
+            if not started:
+                answered = True
+                message = f"the request took longer than {timeout_s:g} s: ask for less (smaller k, depth, batch)"
+                await error_response(503, "timeout", message)(scope, receive, send_direct)
+        except Exception:
+            log.exception("unhandled error", extra={"request_id": rid, "path": scope.get("path")})
+            if started:
+                raise  # half a response went out: the server closes the connection
+            await internal_error()(scope, receive, send_direct)
+        finally:
+            if not task.done():  # past the deadline, or we were cancelled ourselves (client gone, shutdown)
+                task.cancel()
+                task.add_done_callback(_swallow)
+            REQUEST_ID.reset(token)
+
+    return middleware
+
+
+def _swallow(task: asyncio.Future[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("request ended after its deadline with an error", exc_info=task.exception())
+
+
+def _given_key(scope: Scope) -> bytes | None:
+    """X-API-Key, else the credentials of `Authorization: Bearer`, as the raw bytes the client sent."""
+    bearer = None
+    for name, value in scope["headers"]:
+        name = name.lower()
+        if name == b"x-api-key" and value:
+            return bytes(value)
+        if name == b"authorization":
+            scheme, _, credentials = bytes(value).partition(b" ")
+            if scheme.lower() == b"bearer" and credentials.strip():
+                bearer = credentials.strip()
+    return bearer
+
+
+def key_matches(given: bytes, keys: Iterable[bytes]) -> bool:
+    # Bytes, not str: compare_digest refuses non-ASCII str (a 500), and a header is bytes on the wire anyway.
+    return any(hmac.compare_digest(given, k) for k in keys)
+
+
+def require_key(app: ASGIApp, *, keys: frozenset[str], public: frozenset[str]) -> ASGIApp:
+    """With API keys set, every path outside `public` needs one. Checked on the headers alone, so an unauthenticated
+    client cannot make the server read (and hold in memory) a body."""
+    encoded = frozenset(k.encode("utf-8") for k in keys)
+
+    async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and encoded and scope["path"] not in public:
+            given = _given_key(scope)
+            if given is None:
+                message = "missing API key: send 'Authorization: Bearer <key>' or 'X-API-Key'"
+                await error_response(401, "unauthorized", message)(scope, receive, send)
+                return
+            if not key_matches(given, encoded):
+                await error_response(401, "unauthorized", "invalid API key")(scope, receive, send)
+                return
+        await app(scope, receive, send)
+
+    return middleware
+
+
+def limit_body(app: ASGIApp, *, max_bytes: int, timeout_s: float) -> ASGIApp:
+    """Refuses a declared body over the limit before reading it, counts the bytes of a streamed (chunked) body as
+    they arrive and stops at the limit (413), and gives up on a client that stops sending mid-body (408)."""
+    too_large = f"request body over {max_bytes} bytes: split it"
+
+    async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        length = Headers(scope=scope).get("content-length")
+        if length is not None and length.isdigit() and int(length) > max_bytes:
+            await error_response(413, "payload_too_large", too_large)(scope, receive, send)
+            return
+        received = 0
+        complete = False
+
+        async def counted() -> Message:
+            nonlocal received, complete
+            if complete:  # after the body only a disconnect can come: no deadline on waiting for it
+                return await receive()
+            try:
+                message = await asyncio.wait_for(receive(), timeout_s)
+            except TimeoutError:
+                raise ApiError(
+                    408, "request_timeout", f"request body not received: nothing arrived for {timeout_s:g} s"
+                ) from None
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > max_bytes:
+                    # FastAPI re-raises HTTPExceptions from the body read, so this becomes the 413 response.
+                    raise ApiError(413, "payload_too_large", too_large)
+                complete = not message.get("more_body", False)
+            return message
+
+        await app(scope, counted, send)
+
+    return middleware

@@ -1,0 +1,71 @@
+"""The uvicorn server of the API, with its connection limits; `vela serve` and the tests build it here."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import h11
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from service.settings import Settings
+
+
+class HeaderTimeoutProtocol(H11Protocol):
+    """uvicorn's h11 protocol plus a deadline on request headers.
+
+    uvicorn times out only idle keep-alive connections, and stops that clock at the first byte: a client that
+    connects and sends nothing, or a header line now and then, holds a connection for ever. Here a connection
+    waiting for headers is closed once `header_timeout_s` has passed (bodies have their own timeout, in
+    `service.middleware.limit_body`)."""
+
+    header_timeout_s = 10.0
+    _header_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.conn.their_state is h11.IDLE:  # still (or again) in the headers of a request
+            self._arm()
+        else:
+            self._disarm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        if self._header_timer is None:
+            self._header_timer = self.loop.call_later(self.header_timeout_s, self._expire)
+
+    def _disarm(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _expire(self) -> None:
+        self._header_timer = None
+        busy = self.cycle is not None and not self.cycle.response_complete
+        if self.conn.their_state is h11.IDLE and not busy:
+            self.transport.close()
+
+
+def uvicorn_config(
+    app: Any, settings: Settings, *, host: str | None = None, port: int | None = None, **extra: Any
+) -> uvicorn.Config:
+    """Header and keep-alive timeouts and a cap on concurrent connections (uvicorn answers 503 beyond it)."""
+    protocol = type("VelaHTTPProtocol", (HeaderTimeoutProtocol,), {"header_timeout_s": settings.header_timeout_s})
+    options: dict[str, Any] = {"log_config": None, "access_log": False, **extra}
+    return uvicorn.Config(
+        app,
+        host=host or settings.host,
+        port=port or settings.port,
+        http=protocol,
+        timeout_keep_alive=settings.keep_alive_s,
+        limit_concurrency=settings.max_connections,
+        **options,
+    )
