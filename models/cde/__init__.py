@@ -6,8 +6,8 @@ Importing this package registers the architecture, so `AutoModel.from_pretrained
 from transformers import AutoConfig, AutoModel
 
 from models.cde.configuration_cde import CdeConfig
-from models.cde.context import CorpusContext
 from models.cde.modeling_cde import CdeModel
+from models.context import CorpusContext
 
 AutoConfig.register(CdeConfig.model_type, CdeConfig, exist_ok=True)
 AutoModel.register(CdeConfig, CdeModel, exist_ok=True)

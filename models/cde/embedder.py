@@ -15,8 +15,8 @@ import numpy as np
 import torch
 from transformers import AutoModel, AutoTokenizer, PreTrainedTokenizerBase
 
-from models.cde.context import CorpusContext
 from models.cde.modeling_cde import CdeModel
+from models.context import CorpusContext
 from models.embedder.configuration_embedder import EmbedderConfig
 from models.embedder.modeling_embedder import PRECISIONS, Embedder
 

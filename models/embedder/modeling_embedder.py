@@ -2,11 +2,12 @@
 
 `Embedder` runs the transformer in torch. The forward pass is one hook, `_last_hidden_state`, so other
 backends (`OnnxEmbedder`) reuse the tokenisation, batching, pooling and normalisation here unchanged.
+This base class knows none of its subclasses: which class reads a directory is decided by the loader table
+in `models.loading` (`load_embedder`).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from collections.abc import Mapping, Sequence
@@ -17,7 +18,7 @@ import numpy as np
 import torch
 from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from models.cde.context import CorpusContext
+from models.context import CorpusContext
 from models.embedder.configuration_embedder import EmbedderConfig
 
 PRECISIONS = ("fp32", "bf16")
@@ -58,18 +59,11 @@ def truncate_embeddings(vectors: torch.Tensor | np.ndarray, dim: int) -> torch.T
     return prefix / np.maximum(norms, 1e-12)  # the same clamp as F.normalize
 
 
-def _model_type(root: Path) -> str | None:
-    try:
-        return json.loads((root / "config.json").read_text()).get("model_type")
-    except (OSError, ValueError):
-        return None
-
-
 class Embedder:
     """Encodes queries and documents into float32 vectors (unit length when the config says so).
 
-    `from_dir` returns the backend the directory's `vela_embedder.json` names: this class for torch, an
-    `OnnxEmbedder` (same interface, no `.model`) for onnx.
+    `from_dir` reads a directory with the torch backend; `models.load_embedder` picks the class a directory
+    needs (this one, `OnnxEmbedder`, `CdeEmbedder`) from the loader table in `models.loading`.
     """
 
     def __init__(
@@ -121,19 +115,6 @@ class Embedder:
     def from_dir(cls, model_dir: str | os.PathLike[str], *, device: str = "cpu", precision: str = "fp32") -> Embedder:
         root = Path(model_dir)
         config = EmbedderConfig.from_dir(root)
-        if _model_type(root) == "vela_cde":
-            # Imported here: the CDE package registers its architecture with the Auto classes on import.
-            from models.cde.embedder import CdeEmbedder
-
-            return CdeEmbedder.from_dir(root, device=device, precision=precision)
-        if _model_type(root) == "vela_moe":
-            # Registers the MoE architecture with the Auto classes; it then loads like any encoder.
-            import models.moe  # noqa: F401
-        if config.backend == "onnx":
-            # Imported here so that torch-only deployments never import onnxruntime.
-            from models.embedder.onnx_embedder import OnnxEmbedder
-
-            return OnnxEmbedder.from_dir(root, device=device, precision=precision)
         tokenizer = AutoTokenizer.from_pretrained(root, local_files_only=True)
         model = AutoModel.from_pretrained(root, local_files_only=True)
         return cls(model, tokenizer, config, name=str(root), device=device, precision=precision)

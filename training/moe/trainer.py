@@ -19,7 +19,8 @@ from torch import nn
 from transformers import AutoTokenizer
 
 from models import EmbedderConfig, resolve_model_dir
-from models.embedder.modeling_embedder import _model_type, pool
+from models.embedder.modeling_embedder import pool
+from models.loading import model_type
 from models.moe import MoeModel
 from training.contrastive.trainer import ContrastiveTrainer
 from training.grad_cache import Encoding
@@ -54,7 +55,7 @@ class MoeBiEncoder(nn.Module):
 def build(args: MoeArguments) -> tuple[MoeBiEncoder, Any, EmbedderConfig]:
     """Upcycle the dense `--model`, or go on training a saved MoE model (e.g. fine-tuning after pretraining)."""
     root = resolve_model_dir(args.model)
-    if _model_type(root) == "vela_moe":
+    if model_type(root) == "vela_moe":
         model = MoeModel.from_pretrained(root, local_files_only=True)
     else:
         model = MoeModel.upcycle(
