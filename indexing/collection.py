@@ -21,7 +21,7 @@ from indexing.bm25 import BM25Params
 from indexing.chunking import ChunkingParams
 from indexing.dense import DenseIndexParams
 from indexing.docstore import DocStore, PassageHit
-from indexing.engine import LocalFanout, ShardRef
+from indexing.engine import LOCAL_FANOUT, LocalFanout, ShardRef
 from indexing.manifest import ManifestError, current_manifest, current_version
 from indexing.merge_policy import TieredMergePolicy
 from indexing.segment import SegmentError
@@ -156,6 +156,10 @@ class Collection:
         self._published = versions
         return True
 
+    def view(self) -> Any:
+        """The published ShardView of a one-shard collection, in this process (tools and tests)."""
+        return LOCAL_FANOUT.searcher(self.shard_refs()[0]).view(self.read_versions()[0])
+
     def query_context(self, fanout: LocalFanout) -> CorpusContext | None:
         """A CDE collection's corpus context of the published vectors: queries are encoded with it."""
         ref = self.shard_refs()[0]
@@ -239,10 +243,18 @@ class Collection:
         versions = self.published_versions()
         manifests = [current_manifest(s.segments_dir) or {"segments": []} for s in self.shard_list]
         segs = [e for m in manifests for e in m["segments"]]
-        sizes = [sum(f.stat().st_size for f in (s.segments_dir / e["name"]).rglob("*") if f.is_file())
-                 for s, m in zip(self.shard_list, manifests, strict=True) for e in m["segments"]]
-        kinds = sorted({json.loads((s.segments_dir / e["name"] / "segment.json").read_text())["dense"]["kind"]
-                        for s, m in zip(self.shard_list, manifests, strict=True) for e in m["segments"]})
+        sizes = [
+            sum(f.stat().st_size for f in (s.segments_dir / e["name"]).rglob("*") if f.is_file())
+            for s, m in zip(self.shard_list, manifests, strict=True)
+            for e in m["segments"]
+        ]
+        kinds = sorted(
+            {
+                json.loads((s.segments_dir / e["name"] / "segment.json").read_text())["dense"]["kind"]
+                for s, m in zip(self.shard_list, manifests, strict=True)
+                for e in m["segments"]
+            }
+        )
         out = {
             "name": self.name,
             "documents": docs,
@@ -257,8 +269,10 @@ class Collection:
                 "deleted_rows": sum(int(e["dead"]) for e in segs),
                 "bm25": self.settings.bm25.to_json(),
                 # What was built ("flat" or "hnsw", per segment) and the settings that chose it.
-                "dense": {"kind": kinds[0] if len(kinds) == 1 else (kinds or ["flat"]),
-                          "settings": self.settings.dense_index.to_json()},
+                "dense": {
+                    "kind": kinds[0] if len(kinds) == 1 else (kinds or ["flat"]),
+                    "settings": self.settings.dense_index.to_json(),
+                },
             },
             "chunking": asdict(self.settings.chunking),
             "created_at": self.settings.created_at,

@@ -56,8 +56,14 @@ class ShardSearcher:
     def vocabulary_df(self, version: int) -> dict[str, int]:
         return self.view(version).all_df()
 
-    def rank(self, version: int, qv: np.ndarray | None, tokens: Sequence[list[str]], stats: TermStats | None,
-             req: RankRequest) -> list[dict[str, Ranked]]:
+    def rank(
+        self,
+        version: int,
+        qv: np.ndarray | None,
+        tokens: Sequence[list[str]],
+        stats: TermStats | None,
+        req: RankRequest,
+    ) -> list[dict[str, Ranked]]:
         return rank_shard(self.view(version), qv, tokens, stats, req)
 
 
@@ -118,7 +124,11 @@ def _mean_idf(fanout: Fanout, refs: list[ShardRef], versions: list[int]) -> floa
 
 
 def search(
-    coll: Published, fanout: Fanout, qv: np.ndarray | None, queries: Sequence[str], req: RankRequest,
+    coll: Published,
+    fanout: Fanout,
+    qv: np.ndarray | None,
+    queries: Sequence[str],
+    req: RankRequest,
     versions: list[int] | None = None,
 ) -> list[Fused]:
     """Rank `queries` (qv: their vectors, (nq, d), for dense and hybrid) over every shard; per query the fused

@@ -145,9 +145,7 @@ class Postings:
         return TermStats(n, total, df)
 
     # --- scoring ---------------------------------------------------------------------------------
-    def score(
-        self, query: Sequence[str], stats: TermStats, params: BM25Params
-    ) -> tuple[np.ndarray, np.ndarray]:
+    def score(self, query: Sequence[str], stats: TermStats, params: BM25Params) -> tuple[np.ndarray, np.ndarray]:
         """(rows, scores float64) of the rows that contain a query term, in row order. A term repeated in the
         query counts again, as in bm25s; terms the live corpus lacks (df 0) count nothing."""
         known = [t for t in query if stats.df.get(t, 0) > 0]

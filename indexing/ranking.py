@@ -130,7 +130,9 @@ def fuse(per_run: dict[str, Ranked], req: RankRequest) -> tuple[Ranked, dict[str
     for name in ("bm25", "dense"):
         rep.update({key: pid for key, _, pid in per_run.get(name, [])})
     fused = reciprocal_rank_fusion(
-        {name: [key for key, _, _ in r] for name, r in per_run.items()}, k=req.rrf_k, depth=req.depth,
+        {name: [key for key, _, _ in r] for name, r in per_run.items()},
+        k=req.rrf_k,
+        depth=req.depth,
         weights=req.weights,
     )
     return [(key, score, rep[key]) for key, score in fused[: req.k]], ranks

@@ -42,8 +42,15 @@ class LiveSegment:
         bits = np.packbits(live, bitorder="little")
         selector = faiss.IDSelectorBitmap(len(seg), faiss.swig_ptr(bits)) if dead.any() else None
         lengths = np.asarray(seg.postings.lengths, dtype=np.int64)
-        return cls(seg, live, int(live.sum()), selector, bits, seg.postings.live_df(live if dead.any() else None),
-                   int(lengths[live].sum()))
+        return cls(
+            seg,
+            live,
+            int(live.sum()),
+            selector,
+            bits,
+            seg.postings.live_df(live if dead.any() else None),
+            int(lengths[live].sum()),
+        )
 
     def params(self, index: faiss.Index, k: int) -> Any:
         """Search parameters: the live-row selector, and an HNSW candidate list of at least k."""
@@ -54,8 +61,9 @@ class LiveSegment:
 
 
 class ShardView:
-    def __init__(self, version: int, manifest: dict[str, Any], parts: list[LiveSegment],
-                 context: CorpusContext | None) -> None:
+    def __init__(
+        self, version: int, manifest: dict[str, Any], parts: list[LiveSegment], context: CorpusContext | None
+    ) -> None:
         self.version, self.manifest, self.parts, self.context = version, manifest, parts, context
         self.bm25_params = BM25Params.from_json(manifest["bm25"])
         self.n_live = sum(p.n_live for p in parts)
@@ -81,6 +89,11 @@ class ShardView:
         if view.bm25_params.method == "okapi":
             view.all_df()  # okapi's idf floor needs every term's df: counted now, not on a query
         return view
+
+    @property
+    def seq(self) -> int:
+        """The doc store's change counter this manifest reflects."""
+        return int(self.manifest["seq"])
 
     @property
     def segments(self) -> list[Segment]:
@@ -121,8 +134,10 @@ class ShardView:
         qs = truncate_embeddings(q, int(self.manifest["small_dim"]))  # (nq, small_dim)
         found = [self._search(p, p.seg.small, qs, min(s, p.n_live)) for p in parts]
         if rescore_factor == 0:
-            lists = [[(p.seg.pids[r[r >= 0]], sc[r >= 0]) for r, sc in zip(rows, scores, strict=True)]
-                     for p, (scores, rows) in zip(parts, found, strict=True)]
+            lists = [
+                [(p.seg.pids[r[r >= 0]], sc[r >= 0]) for r, sc in zip(rows, scores, strict=True)]
+                for p, (scores, rows) in zip(parts, found, strict=True)
+            ]
             return _merge(lists, len(q), f)
         # The shortlist is the top s of every segment's prefix scores together, as one index's would be.
         tagged = []  # per segment, per query: ((segment, row) pairs, passage ids, prefix scores)

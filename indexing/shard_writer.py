@@ -78,8 +78,17 @@ class ShardWriter:
             if added is not None:
                 segments.append(added)
             max_pid = max([int(m["max_pid"])] + [int(e["max_pid"]) for e in segments if e["rows"]])
-            version = publish(self.dir, {**self._base(), "seq": seq, "max_pid": max_pid, "context": ctx_id,
-                                         "segments": segments, "created_at": time.time()})
+            version = publish(
+                self.dir,
+                {
+                    **self._base(),
+                    "seq": seq,
+                    "max_pid": max_pid,
+                    "context": ctx_id,
+                    "segments": segments,
+                    "created_at": time.time(),
+                },
+            )
             docstore.forget_dead(dead)  # after publishing: a crash before this only marks them again
             return version
 
@@ -92,9 +101,14 @@ class ShardWriter:
                 context.save(ctx_dir)
         version = publish(
             self.dir,
-            {**self._base(), "seq": seq, "max_pid": int(added["max_pid"]) if added and added["rows"] else 0,
-             "context": context.id if context is not None else None,
-             "segments": [added] if added is not None else [], "created_at": time.time()},
+            {
+                **self._base(),
+                "seq": seq,
+                "max_pid": int(added["max_pid"]) if added and added["rows"] else 0,
+                "context": context.id if context is not None else None,
+                "segments": [added] if added is not None else [],
+                "created_at": time.time(),
+            },
         )
         docstore.forget_dead(dead)
         return version
@@ -173,16 +187,24 @@ class ShardWriter:
             offset += rows.shape[0]
         lengths = np.concatenate(lengths_l)[order]
         postings = Postings.from_triples(
-            sorted(vocab, key=vocab.__getitem__), np.concatenate(terms_l), np.concatenate(rows_l),
-            np.concatenate(tf_l), lengths,
+            sorted(vocab, key=vocab.__getitem__),
+            np.concatenate(terms_l),
+            np.concatenate(rows_l),
+            np.concatenate(tf_l),
+            lengths,
         )
         builder = SegmentBuilder(rows=int(pids.shape[0]), dim=self.dim, small_dim=self.small_dim, dense=self.dense)
         vectors = np.concatenate([s.vectors(r) for s, r in parts])[order]  # (n, d)
         docs = np.concatenate([s.docs[r] for s, r in parts])[order]
         builder.add(pids[order], docs, vectors, None)
         name = builder.finish(work, postings)
-        return {"name": name, "rows": int(pids.shape[0]), "dead": 0, "deletes": None,
-                "max_pid": int(pids.max()) if pids.size else 0}
+        return {
+            "name": name,
+            "rows": int(pids.shape[0]),
+            "dead": 0,
+            "deletes": None,
+            "max_pid": int(pids.max()) if pids.size else 0,
+        }
 
     def _publish_merge(self, picked: list[str], entry: dict[str, Any], work: Path) -> bool:
         with self._publishing():
@@ -193,12 +215,16 @@ class ShardWriter:
             # Passages deleted from the sources while the merge ran are deleted in the merged segment too.
             gone = [
                 np.load(self.dir / e["name"] / "pids.npy", mmap_mode="r")[load_dead(self.dir, e)]
-                for e in m["segments"] if e["name"] in picked
+                for e in m["segments"]
+                if e["name"] in picked
             ]
             os.replace(work / entry["name"], self.dir / entry["name"])
             segments = [e for e in m["segments"] if e["name"] not in picked]
-            segments.append(self._mark_dead([entry], np.concatenate(gone) if gone else np.empty(0, np.int64),
-                                            int(m["version"]) + 1)[0])
+            segments.append(
+                self._mark_dead(
+                    [entry], np.concatenate(gone) if gone else np.empty(0, np.int64), int(m["version"]) + 1
+                )[0]
+            )
             publish(self.dir, {**m, "segments": segments, "created_at": time.time()})
             log.info("segments merged", extra={"shard": str(self.dir), "merged": picked, "rows": entry["rows"]})
             return True

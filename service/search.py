@@ -81,8 +81,9 @@ def search_batch(
             raise ValueError("dense search needs the collection's embedder")
         # A contextual embedder encodes with the context the published vectors were made with.
         qv = embedder.encode_queries(list(queries), context=collection.query_context(fanout))  # (nq, d)
-    req = RankRequest(mode=mode, k=k, dim=dim, rrf_k=rrf_k, depth=depth, weights=weights,
-                      group_by_doc=group_by_doc, rescore=rescore)
+    req = RankRequest(
+        mode=mode, k=k, dim=dim, rrf_k=rrf_k, depth=depth, weights=weights, group_by_doc=group_by_doc, rescore=rescore
+    )
     fused = engine_search(collection, fanout, qv, queries, req, versions=versions)
     wanted = {pid: f.shard_of[pid] for f in fused for _, _, pid in f.top}
     passages = collection.passages(wanted)

@@ -48,7 +48,7 @@ def test_context_is_sampled_once_cached_and_used_for_documents(cde_coll: Any, ti
     assert _ingest(store, jobs, embedders, DOCS) == JobStatus.SUCCEEDED
     ctx = current_context(coll)
     assert ctx is not None and ctx.vectors.shape == (4, 32) and set(ctx.doc_ids) <= {d["id"] for d in DOCS}
-    snap = coll.snapshot()
+    snap = coll.view()
     assert snap.context is not None and snap.context.id == ctx.id and snap.manifest["context"] == ctx.id
     # Every stored vector is the document encoded with that context.
     emb: CdeEmbedder = embedders.get(str(tiny_cde_dir))  # type: ignore[assignment]
@@ -82,8 +82,8 @@ def test_queries_use_the_snapshot_context_and_m1_never_runs_at_query_time(
     monkeypatch.setattr(emb.model, "embed_context", spy)
     res = search_batch(collection=coll, embedder=emb, queries=["document 3 topic0"], k=3, mode="dense")
     assert calls["m1"] == 0 and len(res[0].hits) == 3
-    want = emb.encode_queries(["document 3 topic0"], context=coll.snapshot().context)
-    got = coll.snapshot().search_dense(want, 3)
+    want = emb.encode_queries(["document 3 topic0"], context=coll.view().context)
+    got = coll.view().dense(want, 3, False, 0)
     assert [h.passage_id for h in res[0].hits][0] == int(got[0][0][0])
 
 
@@ -100,7 +100,7 @@ def test_drift_refreshes_the_context_and_reembeds_while_the_old_snapshot_serves(
 
     def searching_replace(items: Any, context_id: str) -> int:
         # Mid-refresh: searches still run, on the snapshot published before the refresh.
-        snap = coll.snapshot()
+        snap = coll.view()
         seen.append(snap.context.id if snap.context else None)
         assert search_batch(collection=coll, embedder=emb, queries=["topic1"], k=2, mode="hybrid")[0].hits
         return real(items, context_id)
@@ -112,7 +112,7 @@ def test_drift_refreshes_the_context_and_reembeds_while_the_old_snapshot_serves(
     new = current_context(coll)
     assert new is not None and new.id != old.id
     assert seen and set(seen) == {old.id}  # the refresh ran in several transactions, old snapshot served
-    snap = coll.snapshot()
+    snap = coll.view()
     assert snap.context is not None and snap.context.id == new.id
     assert coll.docstore.count_stale(new.id) == 0
     texts = [t for _, ts, _ in coll.docstore.iter_passages() for t in ts]
@@ -124,7 +124,7 @@ def test_a_crash_during_refresh_is_finished_by_the_next_commit(
 ) -> None:
     store, coll, jobs, embedders = cde_coll
     _ingest(store, jobs, embedders, DOCS)
-    old_version = coll.snapshot().version
+    old_version = coll.view().version
     real = coll.docstore.replace_many
     calls = {"n": 0}
 
@@ -139,9 +139,9 @@ def test_a_crash_during_refresh_is_finished_by_the_next_commit(
     assert _ingest(store, jobs, embedders, MORE, context_refresh_fraction=0.5) == JobStatus.FAILED
     new = current_context(coll)
     assert new is not None and coll.docstore.count_stale(new.id) > 0  # half done
-    assert coll.snapshot().version == old_version  # nothing mixed was published
+    assert coll.view().version == old_version  # nothing mixed was published
     assert "stale" in coll.check_consistency()  # the API at start-up does not publish mixed vectors either
     monkeypatch.setattr(coll.docstore, "replace_many", real)
     assert _ingest(store, jobs, embedders, MORE[:1]) == JobStatus.SUCCEEDED  # any later job finishes it
     assert coll.docstore.count_stale(new.id) == 0
-    assert coll.snapshot().context.id == new.id  # type: ignore[union-attr]
+    assert coll.view().context.id == new.id  # type: ignore[union-attr]

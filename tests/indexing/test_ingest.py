@@ -1,4 +1,4 @@
-"""Jobs through the ingest runner: idempotent re-runs, cancellation, deletes, crash-safe snapshots."""
+"""Jobs through the ingest runner: idempotent re-runs, cancellation, deletes, crash-safe segments."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ import pytest
 from indexing.collection import CollectionSettings
 from indexing.ingest import run_job
 from indexing.jobs import JobKind, JobStatus, JobStore
-from indexing.snapshot import SnapshotError, current_version, load_snapshot
+from indexing.manifest import current_manifest
+from indexing.postings import TermStats
+from indexing.segment import Segment, SegmentError
 from indexing.store import CollectionStore
 from models import EmbedderCache
 
@@ -34,16 +36,17 @@ def test_rerunning_a_job_converges_to_the_same_state(
     jobs = JobStore(tmp_path / "jobs.sqlite3")
     assert _run(store, jobs, embedders, DOCS) == JobStatus.SUCCEEDED
     docs1, passages1 = coll.docstore.counts()
-    snap1 = coll.snapshot()
-    assert docs1 == 12 and passages1 > 12 and snap1.passages == passages1
+    snap1 = coll.view()
+    assert docs1 == 12 and passages1 > 12 and snap1.n_live == passages1
     assert snap1.seq == coll.docstore.seq()
     # The same documents again (an at-least-once redelivery): nothing duplicates, nothing re-embeds.
     seq_before = coll.docstore.seq()
     assert _run(store, jobs, embedders, DOCS) == JobStatus.SUCCEEDED
     assert coll.docstore.counts() == (docs1, passages1)
     assert coll.docstore.seq() == seq_before
-    ids, _ = coll.snapshot().search_bm25(["topic1"], 100)[0]
-    assert len(set(ids.tolist())) == len(ids)
+    view = coll.view()
+    ids, _ = view.bm25([["topic1"]], view.term_stats({"topic1"}))[0]
+    assert len(set(ids.tolist())) == len(ids) > 0
 
 
 def test_cancel_stops_at_a_batch_boundary_and_stays_consistent(
@@ -56,7 +59,7 @@ def test_cancel_stops_at_a_batch_boundary_and_stays_consistent(
     jobs.request_cancel(job.id)  # a running job: stops before its next batch
     status = run_job(job_id=job.id, jobs=jobs, collections=store, embedders=embedders, batch_size=4)
     assert status == JobStatus.CANCELLED
-    assert coll.snapshot().seq == coll.docstore.seq()
+    assert coll.view().seq == coll.docstore.seq()
     queued = jobs.create(collection="c1", kind=JobKind.UPSERT, payload=DOCS)
     assert jobs.request_cancel(queued.id).status == JobStatus.CANCELLED
     assert jobs.unfinished() == []
@@ -74,28 +77,27 @@ def test_delete_job_and_deleted_collection(
     assert _run(store, jobs, embedders, DOCS[:1]) == JobStatus.CANCELLED
 
 
-def test_truncated_index_file_is_detected_and_rebuilt(
+def test_truncated_segment_file_is_detected_and_rebuilt(
     store: CollectionStore, settings: CollectionSettings, embedders: EmbedderCache, tmp_path: Path
 ) -> None:
     coll = store.create(settings)
     jobs = JobStore(tmp_path / "jobs.sqlite3")
     _run(store, jobs, embedders, DOCS)
-    before = coll.snapshot().search_dense(np.eye(1, 384, dtype=np.float32), 5)[0]
-    version = current_version(coll.index_dir)
-    assert version is not None
-    for name in ("dense-full.faiss", "bm25/ids.npy"):
-        target = coll.index_dir / f"v{version:06d}" / name
+    q = np.eye(1, 384, dtype=np.float32)
+    before = coll.view().dense(q, 5, False, 0)[0]
+    for name in ("dense-full.faiss", "bm25/rows.npy"):
+        seg = current_manifest(coll.segments_dir)["segments"][0]["name"]  # type: ignore[index]
+        target = coll.segments_dir / seg / name
         with open(target, "r+b") as f:
             f.truncate(target.stat().st_size // 2)
-        with pytest.raises(SnapshotError):
-            load_snapshot(coll.index_dir, version)
+        with pytest.raises(SegmentError):
+            Segment.load(coll.segments_dir / seg)
         fresh = CollectionStore(tmp_path).get("c1")  # as after a restart
         assert fresh.check_consistency().startswith("rebuilt")
-        version = current_version(coll.index_dir)
-        assert version is not None
-        after = fresh.snapshot().search_dense(np.eye(1, 384, dtype=np.float32), 5)[0]
+        after = fresh.view().dense(q, 5, False, 0)[0]
         assert np.array_equal(before[0], after[0]) and np.allclose(before[1], after[1])
     assert CollectionStore(tmp_path).get("c1").check_consistency() == "ok"
+    assert TermStats(1, 1, {}).avg_len == 1.0
 
 
 def test_collection_names_are_validated(store: CollectionStore, settings: CollectionSettings) -> None:
