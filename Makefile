@@ -1,7 +1,7 @@
 # Vela: set-up, serve and test. Everything lives in .venv at the repository root.
 #
 #   make serve      install into .venv if needed, then run the API (HOST=... PORT=... optional)
-#   make test       install if needed, then ruff, ruff format --check, mypy, pytest
+#   make test       install if needed, then ruff, ruff format --check, lint-imports, mypy, pytest
 #   make test-slow  the slow tests (real benchmark data, full models)
 #
 # The install step is recorded by the stamp .venv/.installed; pip runs again only when
@@ -32,7 +32,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 help:
 	@echo "make serve      install into .venv (if needed) and start the API on 127.0.0.1:8000"
-	@echo "make test       install (if needed), then ruff check, ruff format --check, mypy, pytest"
+	@echo "make test       install (if needed), then ruff check, ruff format --check, lint-imports, mypy, pytest"
 	@echo "make test-slow  pytest -m slow (real benchmark data under ../shared/data/beir)"
 	@echo "make install    only the install step (idempotent; stamp $(STAMP))"
 	@echo "make format     ruff format + ruff check --fix"
@@ -60,6 +60,7 @@ serve: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports  # the import rules between packages ([tool.importlinter] in pyproject.toml)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
