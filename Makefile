@@ -83,7 +83,7 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 
 clean:
-	rm -rf .mypy_cache .ruff_cache .pytest_cache build *.egg-info
+	rm -rf .mypy_cache .ruff_cache .pytest_cache .import_linter_cache build *.egg-info
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
 
 distclean: clean
