@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 from torch.utils.data import Dataset
 
-# The one engine import in training: the service's own BM25 picks the hard negatives (allowed by the
-# import contracts in pyproject.toml, which let training read from indexing but never from service or cli).
+# training may import indexing (the import contracts in pyproject.toml forbid only service and cli): the
+# engine's own BM25 picks the hard negatives, as training/data/hard_negatives.py does for the embedders.
 from indexing.bm25 import BM25Index, BM25Params, tokenize
 from models.reranker.processing_reranker import document_text
 from training.reranker.arguments import DataArguments
