@@ -114,7 +114,8 @@ class ShardView:
         if self._all_df is None:
             out: dict[str, int] = {}
             for p in self.parts:
-                for t, c in zip(p.seg.postings.terms, p.live_df.tolist(), strict=True):
+                terms = p.seg.postings.terms
+                for t, c in zip(terms, p.live_df[: len(terms)].tolist(), strict=True):
                     if c:
                         out[t] = out.get(t, 0) + c
             self._all_df = out
