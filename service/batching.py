@@ -2,9 +2,11 @@
 
 One thread per embedder owns the encoder. A request puts its texts on a queue and waits; the thread takes
 the first request, then keeps collecting for at most `max_wait_ms` or until `max_batch` texts, and runs one
-forward pass for all of them (as TEI and infinity do). While a pass runs, new requests pile up and go in
-the next one, so under load batches grow by themselves and throughput rises with concurrency instead of
-queueing one forward pass per request; a lone request waits at most `max_wait_ms`.
+forward pass for all of them (as TEI and infinity do). A pass never holds more than `max_batch` texts: a larger
+request is encoded over several passes, each shared out round-robin with the other waiting requests.
+While a pass runs, new requests pile up and go in the next one, so under load batches grow by themselves and
+throughput rises with concurrency instead of queueing one forward pass per request; a lone request waits at most
+`max_wait_ms`.
 """
 
 from __future__ import annotations
@@ -38,14 +40,41 @@ class _Request:
     texts: list[str]
     context: CorpusContext | None = None  # requests share a forward pass only when they share a context
     future: Future[np.ndarray] = field(default_factory=Future)
+    done: int = 0  # texts encoded so far: a large request is encoded over several passes
+    parts: list[np.ndarray] = field(default_factory=list)
+
+    @property
+    def left(self) -> int:
+        return len(self.texts) - self.done
 
 
 def _context_key(req: _Request) -> str | None:
     return req.context.id if req.context is not None else None
 
 
+def share_out(sizes: Sequence[int], capacity: int) -> list[int]:
+    """Round-robin one text at a time over the waiting requests until the pass is full: a request of 1000 texts
+    and a request of 1 both get a slot in the next pass, so no request waits for another's whole batch."""
+    take = [0] * len(sizes)
+    room = capacity
+    while room > 0:
+        moved = False
+        for i, size in enumerate(sizes):
+            if room > 0 and take[i] < size:
+                take[i] += 1
+                room -= 1
+                moved = True
+        if not moved:
+            break
+    return take
+
+
 class MicroBatcher:
-    """Wraps an Embedder; `encode_queries` is safe to call from any number of threads at once."""
+    """Wraps an Embedder; `encode_queries` is safe to call from any number of threads at once.
+
+    A pass holds at most `max_batch` texts. Requests larger than that are split over several passes, and every
+    pass is shared out round-robin among all waiting requests of its context, so that one large batch of queries
+    cannot hold single queries back for its whole length."""
 
     def __init__(
         self,
@@ -64,14 +93,16 @@ class MicroBatcher:
         self.batches = 0  # forward passes run, and the texts they held: their ratio is the mean batch size
         self.texts = 0
         self._queue: queue.SimpleQueue[_Request | None] = queue.SimpleQueue()
-        # Taken while collecting a pass for another context: they lead the next passes, in arrival order.
-        self._held: collections.deque[_Request] = collections.deque()
+        # Requests with texts still to encode, in arrival order (the encoder thread's alone).
+        self._waiting: collections.deque[_Request] = collections.deque()
         self._thread = threading.Thread(target=self._loop, name=f"encoder-{embedder.name}", daemon=True)
         self._thread.start()
 
     def encode_queries(self, texts: Sequence[str], *, context: CorpusContext | None = None) -> np.ndarray:
         if not self._thread.is_alive():
             raise RuntimeError("the query encoder has been stopped")
+        if not texts:
+            return self.embedder.encode_queries([], context=context)
         req = _Request(list(texts), context)
         self._queue.put(req)
         return req.future.result()
@@ -80,57 +111,74 @@ class MicroBatcher:
         self._queue.put(None)
         self._thread.join(10)
 
-    def _collect(self, first: _Request) -> tuple[list[_Request], bool]:
-        """The first request plus whatever arrives within the window for the same context, up to max_batch
-        texts. Requests for other contexts (other CDE collections) are held for the passes after this one."""
-        batch, size = [first], len(first.texts)
-        key = _context_key(first)
-        for req in [r for r in self._held if _context_key(r) == key]:
-            if size >= self.max_batch:
+    def _gather(self) -> bool:
+        """Takes what is queued; while the next pass is not full, waits out the window for more. True: stop."""
+        while True:  # everything already queued joins the share-out, even when the next pass is full already
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
                 break
-            self._held.remove(req)
-            batch.append(req)
-            size += len(req.texts)
+            if item is None:
+                return True
+            self._waiting.append(item)
+        key = _context_key(self._waiting[0])
+        size = sum(r.left for r in self._waiting if _context_key(r) == key)
         deadline = time.monotonic() + self.max_wait_s
         while size < self.max_batch:
             try:
                 # Already queued requests are taken at once; then wait out what is left of the window.
                 item = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
-                break
+                return False
             if item is None:
-                return batch, True
-            if _context_key(item) != key:
-                self._held.append(item)
-                continue
-            batch.append(item)
-            size += len(item.texts)
-        return batch, False
+                return True
+            self._waiting.append(item)
+            if _context_key(item) == key:
+                size += item.left
+        return False
+
+    def _next_pass(self) -> list[tuple[_Request, int]]:
+        """(request, texts it puts in) for the next pass: the oldest request's context, shared out fairly."""
+        key = _context_key(self._waiting[0])
+        same = [r for r in self._waiting if _context_key(r) == key]
+        return [(r, n) for r, n in zip(same, share_out([r.left for r in same], self.max_batch), strict=True) if n]
 
     def _loop(self) -> None:
         stopping = False
-        while not stopping or self._held:
-            first = self._held.popleft() if self._held else self._queue.get()
-            if first is None:
-                break
-            batch, stop_now = self._collect(first)
-            stopping = stopping or stop_now
-            texts = [t for r in batch for t in r.texts]
+        while True:
+            if not self._waiting:
+                if stopping:
+                    break
+                first = self._queue.get()
+                if first is None:
+                    break
+                self._waiting.append(first)
+            if not stopping:
+                stopping = self._gather()
+            plan = self._next_pass()
+            texts = [t for r, n in plan for t in r.texts[r.done : r.done + n]]
             try:
-                vectors = self.embedder.encode_queries(texts, context=first.context)  # (n, d)
+                vectors = self.embedder.encode_queries(texts, context=plan[0][0].context)  # (n, d)
             except BaseException as exc:  # every waiter must hear of it, or it hangs forever
                 log.exception("query encoding failed", extra={"texts": len(texts)})
-                for r in batch:
+                for r, _ in plan:
                     r.future.set_exception(exc)
+                    self._waiting.remove(r)
                 continue
             self.batches += 1
             self.texts += len(texts)
             if self.on_batch is not None:
                 self.on_batch(len(texts))
             row = 0
-            for r in batch:
-                r.future.set_result(vectors[row : row + len(r.texts)])
-                row += len(r.texts)
+            for r, n in plan:
+                r.parts.append(vectors[row : row + n])
+                r.done += n
+                row += n
+                if r.left == 0:
+                    self._waiting.remove(r)
+                    r.future.set_result(r.parts[0] if len(r.parts) == 1 else np.concatenate(r.parts))
+            # The next pass starts from a different request, so no request is always served first.
+            self._waiting.rotate(-1)
 
 
 class QueryEncoders:
