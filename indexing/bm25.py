@@ -20,7 +20,6 @@ import regex
 import Stemmer
 from bm25s.stopwords import STOPWORDS_EN
 
-
 METHODS = ("lucene", "okapi", "robertson", "atire", "bm25l", "bm25+")
 TOKEN_RE = regex.compile(r"(?u)\b\w\w+\b")  # bm25s's own token pattern
 IDS_FILE = "ids.npy"

@@ -160,10 +160,11 @@ class Collection:
         """The published ShardView of a one-shard collection, in this process (tools and tests)."""
         return LOCAL_FANOUT.searcher(self.shard_refs()[0]).view(self.read_versions()[0])
 
-    def query_context(self, fanout: LocalFanout) -> CorpusContext | None:
+    def query_context(self, fanout: Any) -> CorpusContext | None:
         """A CDE collection's corpus context of the published vectors: queries are encoded with it."""
         ref = self.shard_refs()[0]
-        return fanout.searcher(ref).view(self.published_versions()[0]).context
+        searcher = fanout.searcher(ref) if isinstance(fanout, LocalFanout) else LOCAL_FANOUT.searcher(ref)
+        return searcher.view(self.published_versions()[0]).context
 
     def passages(self, wanted: dict[int, int]) -> dict[int, PassageHit]:
         """Hydrate passages {pid: shard} from their shards' doc stores; deleted ones are left out."""

@@ -7,6 +7,7 @@ with its process loses nothing (indexing/shard_writer.py): the next commit remov
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import queue
@@ -38,10 +39,8 @@ class MergeScheduler:
         self._queue.put((store, coll))
 
     def _run(self) -> None:
-        try:
+        with contextlib.suppress(OSError, AttributeError):  # not Linux: merges run at the normal priority
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), MERGE_NICE)
-        except (OSError, AttributeError):
-            pass
         while True:
             store, coll = self._queue.get()
             with self._lock:

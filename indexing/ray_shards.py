@@ -1,6 +1,7 @@
 """Sharded search on Ray: one actor per shard holds that shard's indexes; the API process fans out to them.
 
-Imported only when VELA_RAY_ADDRESS is set (service/state.py sets it as the collection store's fan-out), so Ray stays an optional extra. The actors
+Imported only when VELA_RAY_ADDRESS is set (service/state.py makes it the collection store's fan-out),
+so Ray stays an optional extra. The actors
 run the same `ShardSearcher` as the in-process fan-out; they open the shard directories by path, so every
 Ray node must see the data directory at the same path (a shared volume, as `vela worker`s already need).
 """

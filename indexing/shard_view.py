@@ -55,9 +55,10 @@ class LiveSegment:
     def params(self, index: faiss.Index, k: int) -> Any:
         """Search parameters: the live-row selector, and an HNSW candidate list of at least k."""
         hnsw = getattr(index, "hnsw", None)
+        fa: Any = faiss  # the stubs lack the selector keyword
         if hnsw is not None:
-            return faiss.SearchParametersHNSW(sel=self.selector, efSearch=max(k, hnsw.efSearch))
-        return faiss.SearchParameters(sel=self.selector) if self.selector is not None else None
+            return fa.SearchParametersHNSW(sel=self.selector, efSearch=max(k, hnsw.efSearch))
+        return fa.SearchParameters(sel=self.selector) if self.selector is not None else None
 
 
 class ShardView:
