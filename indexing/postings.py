@@ -134,8 +134,8 @@ class Postings:
         counts = np.diff(self.indptr)
         if live is None or not counts.size:
             return counts
-        hit = np.asarray(live)[self.rows].astype(np.int64)  # (nnz,)
-        return np.add.reduceat(hit, self.indptr[:-1]) * (counts > 0) if hit.size else np.zeros_like(counts)
+        hit = np.concatenate([[0], np.cumsum(np.asarray(live)[self.rows], dtype=np.int64)])  # (nnz + 1,)
+        return hit[self.indptr[1:]] - hit[self.indptr[:-1]]  # type: ignore[no-any-return]
 
     def stats(self, terms: set[str], live: np.ndarray | None, live_df: np.ndarray) -> TermStats:
         lengths = np.asarray(self.lengths, dtype=np.int64)
