@@ -20,7 +20,21 @@ from indexing.shards import ShardedCollection
 from indexing.store import CollectionStore
 
 DIM = 32
-WORDS = "tide moon gravity sugar insulin magma crust carbon sheet court appeal study enzyme".split()
+WORDS = [
+    "tide",
+    "moon",
+    "gravity",
+    "sugar",
+    "insulin",
+    "magma",
+    "crust",
+    "carbon",
+    "sheet",
+    "court",
+    "appeal",
+    "study",
+    "enzyme",
+]
 MERGE = TieredMergePolicy(merge_factor=2, floor_rows=1, max_segments=2)
 
 
