@@ -56,6 +56,12 @@ class CollectionStore:
         self._stop = threading.Event()
         self._reader: threading.Thread | None = None
 
+    def use_ray(self, address: str, *, cpus_per_shard: float = 1.0) -> None:
+        """Search shards on Ray actors (the only place a serving process imports Ray)."""
+        from indexing.ray_shards import RayFanout
+
+        self.fanout = RayFanout(address, cpus_per_shard=cpus_per_shard)
+
     # --- the background reader: new manifests are loaded here, never by a request -----------------
     def refresh(self, coll: Collection) -> bool:
         try:

@@ -77,11 +77,8 @@ def start(state: AppState) -> None:
         log.info("loading reranker", extra={"reranker": state.settings.reranker})
         state.rerankers.get(state.settings.reranker).score("warm up", ["warm up"])
     if state.settings.ray_address:
-        # Shards are searched by Ray actors (the only place the API process imports Ray); connecting now
-        # makes /readyz wait for the cluster, not the first search.
-        from indexing.ray_shards import RayFanout
-
-        state.collections.fanout = RayFanout(state.settings.ray_address, cpus_per_shard=state.settings.ray_shard_cpus)
+        # Shards are searched by Ray actors; connecting now makes /readyz wait for the cluster, not the first search.
+        state.collections.use_ray(state.settings.ray_address, cpus_per_shard=state.settings.ray_shard_cpus)
     for name in state.collections.names():
         outcome = state.collections.get(name).check_consistency()
         log.info("collection checked", extra={"collection": name, "outcome": outcome})
