@@ -3,6 +3,7 @@
 #   make serve      install into .venv if needed, then run the API (HOST=... PORT=... optional)
 #   make test       install if needed, then ruff, ruff format --check, lint-imports, mypy, pytest
 #   make test-slow  the slow tests (real benchmark data, full models)
+#   make fuzz       a long schemathesis pass over the API (a real server on loopback, keys off and on)
 #
 # The install step is recorded by the stamp .venv/.installed; pip runs again only when
 # requirements.lock or pyproject.toml is newer than the stamp (or .venv is missing).
@@ -28,12 +29,13 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help install serve test test-slow lint typecheck format clean distclean redis-server
+.PHONY: help install serve test test-slow fuzz lint typecheck format clean distclean redis-server
 
 help:
 	@echo "make serve      install into .venv (if needed) and start the API on 127.0.0.1:8000"
 	@echo "make test       install (if needed), then ruff check, ruff format --check, lint-imports, mypy, pytest"
 	@echo "make test-slow  pytest -m slow (real benchmark data under ../shared/data/beir)"
+	@echo "make fuzz       schemathesis: FUZZ_EXAMPLES (default 200) examples per operation, keys off and on"
 	@echo "make install    only the install step (idempotent; stamp $(STAMP))"
 	@echo "make format     ruff format + ruff check --fix"
 	@echo "make clean      remove caches; make distclean also removes $(VENV)"
@@ -77,6 +79,13 @@ test: lint typecheck redis-server
 
 test-slow: $(STAMP) redis-server
 	$(BIN)/pytest -q -m slow
+
+# tests/service/test_schemathesis.py (marker `fuzz`, 4 examples per operation by default), with many more examples.
+FUZZ_EXAMPLES ?= 200
+FUZZ_SEED ?= 1
+fuzz: $(STAMP)
+	VELA_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) VELA_FUZZ_SEED=$(FUZZ_SEED) $(BIN)/pytest -q -p no:cacheprovider \
+		-m fuzz --timeout 3600 tests/service/test_schemathesis.py
 
 format: $(STAMP)
 	$(BIN)/ruff format .

@@ -11,6 +11,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 log = logging.getLogger("vela.service")
 
@@ -82,6 +83,17 @@ def _describe(err: dict[str, Any]) -> str:
     return f"{loc}: {msg}" if loc else msg
 
 
+_METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")
+
+
+def _allowed(request: Request) -> str:
+    """Every method some route serves at this path: Starlette's 405 names only the first route that matched the
+    path (GET /collections/{name} would hide DELETE)."""
+    routes = request.app.router.routes
+    allowed = [m for m in _METHODS if any(r.matches({**request.scope, "method": m})[0] == Match.FULL for r in routes)]
+    return ", ".join(allowed)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -91,13 +103,16 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(422, "invalid_request", message, details)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code == 400:
             # FastAPI's "error parsing the body" (not UTF-8, JSON nested past the parser's recursion limit): one
             # malformed body is one kind of error, the same 422 as JSON with a syntax error.
             return error_response(422, "invalid_request", _unparsable(exc))
         code = getattr(exc, "code", None) or STATUS_CODES.get(exc.status_code, "error")
-        return error_response(exc.status_code, code, str(exc.detail), headers=exc.headers)  # e.g. Allow on 405
+        headers = exc.headers
+        if exc.status_code == 405:
+            headers = {**(headers or {}), "Allow": _allowed(request)}
+        return error_response(exc.status_code, code, str(exc.detail), headers=headers)
 
     @app.exception_handler(Exception)
     async def _unhandled(request: Request, exc: Exception) -> JSONResponse:

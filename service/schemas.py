@@ -13,7 +13,8 @@ from pydantic.json_schema import JsonDict
 from indexing.collection import MAX_SHARDS, NAME_RE
 
 # Every request body refuses extra fields and non-finite numbers (Infinity/NaN would reach scores and sorting).
-REQUEST_CONFIG = ConfigDict(extra="forbid", allow_inf_nan=False)
+# Strict: no coercion the schema does not promise ("rescore": 0 or "k": "10" are refused, as the schema says).
+REQUEST_CONFIG = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
 # "Not blank", spelled out so that the OpenAPI pattern (ECMA regex), pydantic and Python agree on what is blank:
 # the characters str.isspace() calls whitespace, plus the BOM.

@@ -84,7 +84,13 @@ def test_cancelling_an_ended_job_is_a_documented_409(server: httpx.Client) -> No
 
 @pytest.mark.parametrize(
     ("method", "path", "allow"),
-    [("TRACE", "/search", "POST"), ("PUT", "/collections", "GET"), ("PATCH", "/healthz", "GET")],
+    [
+        ("TRACE", "/search", "POST"),
+        ("PUT", "/collections", "GET"),
+        ("PATCH", "/healthz", "GET"),
+        ("OPTIONS", "/collections/x", "DELETE, GET"),  # every route of the path, not only the first
+        ("POST", "/jobs/j1", "DELETE, GET"),
+    ],
 )
 def test_a_method_that_is_not_allowed_is_405_with_allow(
     server: httpx.Client, method: str, path: str, allow: str

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import errno
+
 from fastapi import APIRouter, Request, status
 
 from indexing.collection import CollectionConflict
@@ -37,4 +39,8 @@ def index_documents(body: IndexRequest, state: State, request: Request) -> JobAc
         raise ApiError(409, "conflict", str(exc)) from exc
     except FileNotFoundError as exc:
         raise ApiError(422, "unknown_embedder", str(exc)) from exc
+    except OSError as exc:
+        if exc.errno != errno.ENAMETOOLONG:
+            raise
+        raise ApiError(422, "unknown_embedder", "embedder: no such model directory (the name is too long)") from exc
     return JobAccepted(job_id=job.id, status=job.status.value, url=str(request.url_for("get_job", job_id=job.id)))

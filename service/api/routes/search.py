@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import dataclasses
+import errno
 import time
 from functools import partial
 from typing import Any
@@ -87,6 +88,10 @@ async def _run(state: AppState, opts: SearchOptions, queries: list[str]) -> list
             raise ApiError(422, "unknown_reranker", str(exc)) from exc
         except NoReranker as exc:
             raise ApiError(422, "no_reranker", str(exc)) from exc
+        except OSError as exc:
+            if exc.errno != errno.ENAMETOOLONG:
+                raise
+            raise ApiError(422, "unknown_reranker", "rerank.model: no such directory (the name is too long)") from exc
     start = time.perf_counter()
     # Encoding and index scans are CPU work: keep them off the event loop.
     results = await run_in_threadpool(
