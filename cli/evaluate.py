@@ -46,6 +46,7 @@ def evaluate(
     rerank_weights: tuple[float, ...] = (1.0,),
     query_ids: Path | None = None,
     precision: str | None = None,
+    shards: int = 1,
 ) -> dict[str, Any]:
     t0 = time.time()
     settings = Settings() if precision is None else Settings(precision=precision)
@@ -56,8 +57,8 @@ def evaluate(
     state = build_state(settings)
     model_dir = str(state.embedders.get(settings.embedder).name)
     tag = hashlib.sha1(model_dir.encode()).hexdigest()[:8]
-    name = f"{data.name}-{tag}"
-    coll = get_or_create_collection(state=state, name=name, embedder=settings.embedder)
+    name = f"{data.name}-{tag}" + (f"-s{shards}" if shards > 1 else "")
+    coll = get_or_create_collection(state=state, name=name, embedder=settings.embedder, shards=shards)
 
     docs = list(read_corpus(data))
     with tqdm(total=len(docs), desc=f"ingest {data.name}", unit="doc") as bar:
@@ -259,6 +260,7 @@ def main(args: argparse.Namespace) -> int:
         rerank_weights=weights,
         query_ids=Path(args.query_ids) if args.query_ids else None,
         precision=args.precision,
+        shards=args.shards,
     )
     result["command"] = "vela " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     print_table(result)

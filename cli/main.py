@@ -40,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--split", default="test", help="qrels split (default test)")
     ev.add_argument("--json", dest="json_out", default=None, help="write the results JSON here")
     ev.add_argument("--workdir", default=None, help="where the eval collection lives (default <data dir>/eval)")
+    ev.add_argument("--shards", type=int, default=1, help="evaluate a collection of this many shards (default 1)")
     ev.add_argument("--rerank", default=None, metavar="DIR", help="rerank each mode's top N with this reranker")
     ev.add_argument("--rerank-top-n", type=int, default=50, help="hits the reranker rescores (default 50)")
     ev.add_argument(
@@ -95,6 +96,8 @@ BENCHES: dict[str, tuple[str, str]] = {
     "onnx": ("bench.onnx_parity", "ONNX int8 encoder vs torch: cosine and latency"),
     "moe-throughput": ("bench.moe_throughput", "upcycled MoE embedder vs its dense source: encode texts/s"),
     "ray-scifact": ("bench.ray_scifact", "sharded on a 2-node Ray cluster vs one node: top-10, ingest, fan-out"),
+    "incremental": ("bench.incremental", "POST /index to searchable per 50-doc commit vs a full rebuild; 1M flat"),
+    "segments": ("bench.segments", "SciFact in 10 segments vs 1: identical top-10, search p50 ratio"),
 }
 
 

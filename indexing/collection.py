@@ -237,6 +237,17 @@ class Collection:
         return 0
 
     def stats(self) -> dict[str, Any]:
+        """Counts and index facts. Read from disk: a writer may replace what was listed meanwhile (its files
+        go with the manifest before last), and then the facts are read again."""
+        for attempt in range(3):
+            try:
+                return self._stats()
+            except (ManifestError, OSError):
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _stats(self) -> dict[str, Any]:
         docs = passages = 0
         for shard in self.shard_list:
             d, p = shard.docstore.counts()

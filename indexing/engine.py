@@ -17,9 +17,10 @@ from typing import Any, Protocol
 import numpy as np
 
 from indexing.bm25 import tokenize
-from indexing.manifest import current_version
+from indexing.manifest import RETRIES, ManifestError, current_version
 from indexing.postings import TermStats, okapi_mean_idf
 from indexing.ranking import Fused, Ranked, RankRequest, fuse, merge_shards, rank_shard
+from indexing.segment import SegmentError
 from indexing.shard_view import ShardView
 
 KEEP_VIEWS = 2  # the published view and the one before it, while searches on it finish
@@ -101,6 +102,8 @@ class Published(Protocol):
 
     def published_versions(self) -> list[int]: ...
 
+    def read_versions(self) -> list[int]: ...
+
     @property
     def bm25_method(self) -> str: ...
 
@@ -132,7 +135,28 @@ def search(
     versions: list[int] | None = None,
 ) -> list[Fused]:
     """Rank `queries` (qv: their vectors, (nq, d), for dense and hybrid) over every shard; per query the fused
-    top k with each unit's ranks and each passage's shard."""
+    top k with each unit's ranks and each passage's shard.
+
+    A request may hold versions that writers have since replaced twice and removed (views are kept for the
+    last KEEP_VIEWS); it then runs again on the versions published now."""
+    for attempt in range(RETRIES):
+        try:
+            return _search(coll, fanout, qv, queries, req, versions)
+        except (ManifestError, SegmentError, FileNotFoundError):
+            if attempt == RETRIES - 1:
+                raise
+            versions = coll.read_versions()
+    raise AssertionError("unreachable")
+
+
+def _search(
+    coll: Published,
+    fanout: Fanout,
+    qv: np.ndarray | None,
+    queries: Sequence[str],
+    req: RankRequest,
+    versions: list[int] | None,
+) -> list[Fused]:
     refs = coll.shard_refs()
     versions = versions if versions is not None else coll.published_versions()
     tokens = tokenize(list(queries)) if req.mode in ("bm25", "hybrid") else [[] for _ in queries]

@@ -26,6 +26,7 @@ from velaio.files import write_atomic
 
 CURRENT = "CURRENT"
 KEEP_MANIFESTS = 2  # the current manifest and the one before it (a reader may still be loading it)
+RETRIES = 5
 
 
 class ManifestError(RuntimeError):
@@ -53,8 +54,18 @@ def read_manifest(directory: Path, version: int) -> dict[str, Any]:
 
 
 def current_manifest(directory: Path) -> dict[str, Any] | None:
-    version = current_version(directory)
-    return None if version is None else read_manifest(directory, version)
+    """The manifest CURRENT names. A writer may publish twice and remove this one between the two reads:
+    then CURRENT is read again."""
+    for _ in range(RETRIES):
+        version = current_version(directory)
+        if version is None:
+            return None
+        try:
+            return read_manifest(directory, version)
+        except ManifestError:
+            if current_version(directory) == version:
+                raise  # still named and unreadable: a real error
+    raise ManifestError(f"{directory}: CURRENT kept moving")
 
 
 def save_dead(directory: Path, segment: str, version: int, dead: np.ndarray) -> str:

@@ -64,6 +64,17 @@ def test_eval_reranks_at_several_weights_from_one_scoring(beir_dir: Path, tmp_pa
     assert main([*args, "--rerank", str(reranker), "--rerank-weight", "1,2"]) == 2
 
 
+def test_eval_of_a_sharded_collection_equals_the_unsharded_one(beir_dir: Path, tmp_path: Path) -> None:
+    data = _slice(beir_dir, tmp_path / "mini")
+    metrics = []
+    for shards in ("1", "3"):
+        out = tmp_path / f"eval-{shards}.json"
+        argv = ["eval", "--data", str(data), "--modes", "bm25,dense,hybrid", "--shards", shards, "--json", str(out)]
+        assert main([*argv, "--workdir", str(tmp_path / "work")]) == 0
+        metrics.append(json.loads(out.read_text())["metrics"])
+    assert metrics[0] == metrics[1]
+
+
 def test_parser_has_the_subcommands() -> None:
     choices = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
     assert {"serve", "eval"} <= set(choices)

@@ -59,6 +59,9 @@ class Reference:
     def shard_refs(self) -> list[ShardRef]:
         return [(str(self.dir), f"{self.dir}#{self.dir.stat().st_mtime_ns}")]
 
+    def read_versions(self) -> list[int]:
+        return self.published_versions()
+
     def published_versions(self) -> list[int]:
         return [int(json.loads((self.dir / "CURRENT").read_text())["version"])]
 
