@@ -2,11 +2,11 @@
 
 The collection is bench/large_corpus.py's (>= 100,000 passages of SciFact, Cranfield and CoSQA, MiniLM
 embeddings cached under .vela-bench/), stored as a real Vela collection; each index is built by
-`build_snapshot` and searched through `IndexSnapshot.search_dense`, the code path of /search. Queries are
+one segment and searched through `ShardView.dense`, the code path of /search. Queries are
 every query of the three sets (1,938), embedded by the same model.
 
-- flat vs numpy: the flat snapshot's top-k ids against numpy brute force over the same vectors.
-- 256 + rescore vs full, on the flat snapshot: recall@10 against the exact full-dim top 10, and speed measured
+- flat vs numpy: the flat segment's top-k ids against numpy brute force over the same vectors.
+- 256 + rescore vs full, on the flat segment: recall@10 against the exact full-dim top 10, and speed measured
   side by side (alternating passes, best pass kept). The headline `speed_ratio_256_vs_full` is one query per
   call, as a /search request runs; batches of `--batch` queries (what the micro-batcher sends) are extras.
 - HNSW: recall@10 against the exact full-dim top 10, queries/s (one query per call) and build time.
@@ -61,7 +61,7 @@ def qps(snap: Any, queries: np.ndarray, dim: str, batch: int) -> float:
 
 
 def side_by_side(runs: dict[str, Any], queries: np.ndarray, batch: int, rounds: int) -> dict[str, float]:
-    """Best-of-`rounds` queries/s of each (snapshot, dim) run, the runs alternating within every round."""
+    """Best-of-`rounds` queries/s of each (segment, dim) run, the runs alternating within every round."""
     best = dict.fromkeys(runs, 0.0)
     for _ in range(rounds):
         for name, (snap, dim) in runs.items():
@@ -69,15 +69,28 @@ def side_by_side(runs: dict[str, Any], queries: np.ndarray, batch: int, rounds: 
     return best
 
 
+class OneSegment:
+    """A one-segment published view with the calls this bench makes (the dense search of /search)."""
+
+    def __init__(self, view: Any) -> None:
+        seg = view.parts[0].seg
+        self.view, self.manifest, self.info = view, view.manifest, seg.info
+        self.dense_full, self.dense_ids, self.passages, self.dense_kind = seg.full, seg.pids, view.n_live, seg.kind
+
+    def search_dense(self, q: np.ndarray, k: int, dim: str = "full") -> list[tuple[np.ndarray, np.ndarray]]:
+        return self.view.dense(q, k, dim != "full", 4)  # type: ignore[no-any-return]
+
+
 def build_hnsw(coll: Any, index_dir: Path, params: Any) -> tuple[Any, float]:
-    from indexing.snapshot import build_snapshot, load_snapshot
+    """The same passages as one HNSW segment, built from the doc store as a rebuild does."""
+    from indexing.shard_view import ShardView
+    from indexing.shard_writer import ShardWriter
 
     s = coll.settings
     t0 = time.perf_counter()
-    version = build_snapshot(
-        index_dir, coll.docstore, dim=s.dim, small_dim=s.small_dim, bm25_params=s.bm25, extra={}, dense=params
-    )
-    return load_snapshot(index_dir, version), time.perf_counter() - t0
+    writer = ShardWriter(index_dir, dim=s.dim, small_dim=s.small_dim, dense=params, extra={"bm25": s.bm25.to_json()})
+    version = writer.commit(coll.docstore, rebuild=True)
+    return OneSegment(ShardView.load(index_dir, version)), time.perf_counter() - t0
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -93,8 +106,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", type=Path, default=Path("bench/results/dense.json"))
     args = ap.parse_args(argv)
 
-    from indexing.collection import CollectionStore
     from indexing.dense import DenseIndexParams
+    from indexing.store import CollectionStore
 
     workdir = args.workdir or CACHE / f"dense-{args.passages}"
     load_passages(args.passages)  # encodes (once) before anything is timed
@@ -102,7 +115,7 @@ def main(argv: list[str] | None = None) -> None:
     t0 = time.perf_counter()
     name = build_collection(workdir, passages=args.passages, dense=DenseIndexParams(kind="flat"))
     coll = CollectionStore(workdir).get(name)
-    flat = coll.snapshot()
+    flat = OneSegment(coll.view())
     collection_s = time.perf_counter() - t0
     assert flat.dense_kind == "flat" and flat.passages == args.passages
 
@@ -149,7 +162,7 @@ def measure_and_write(
     set_ef_search(hnsw.dense_full, args.ef_search)
 
     r256 = recall(top_ids(flat, queries, "small"), exact)
-    info = hnsw.manifest["dense_index"]
+    info = {"build_s": hnsw.info["build_s"], "params": hnsw.manifest["dense_index"]}
     write_result(
         args.out,
         {
@@ -160,7 +173,7 @@ def measure_and_write(
             "flat_vs_numpy_equal_fraction": round(float(np.mean(equal)), 4),
             "recall10_256_rescore": round(r256, 4),
             "speed_ratio_256_vs_full": round(single["flat_256"] / single["flat_full"], 2),
-            "headline": "flat snapshot, one query per search_dense call; recall against exact full-dim top 10",
+            "headline": "flat segment, one query per search_dense call; recall against exact full-dim top 10",
             "speed_ratio_256_vs_full_batched": round(batched["flat_256"] / batched["flat_full"], 2),
             "qps_single": {k: round(v, 1) for k, v in single.items()},
             f"qps_batch{args.batch}": {k: round(v, 1) for k, v in batched.items()},
@@ -168,8 +181,8 @@ def measure_and_write(
                 "recall10": round(recall(top_ids(hnsw, queries, "full"), exact), 4),
                 "qps": round(single["hnsw_full"], 1),
                 "build_s": info["build_s"],
-                "build_s_means": "FAISS adds of the full HNSW and the 256-d HNSW-SQ graphs (the snapshot's dense part)",
-                "snapshot_build_s": round(hnsw_wall_s, 1),
+                "build_s_means": "one segment: FAISS adds of the full HNSW and 256-d HNSW-SQ graphs, BM25 postings",
+                "segment_build_s": round(hnsw_wall_s, 1),
                 "recall10_256_rescore": round(recall(top_ids(hnsw, queries, "small"), exact), 4),
                 "speed_ratio_vs_flat": round(single["hnsw_full"] / single["flat_full"], 1),
                 "params": info["params"],

@@ -29,13 +29,13 @@ import numpy as np
 
 from bench.common import command, machine, write_result
 from indexing.collection import Collection, CollectionSettings
+from indexing.engine import Fanout as ShardFanout
 from indexing.ingest import run_job
 from indexing.jobs import JobKind, JobStore
 from indexing.shards import ShardedCollection
 from indexing.store import CollectionStore
 from models import EmbedderCache
 from service.search import Hit, search_batch
-from service.sharded_search import ShardFanout, sharded_search_batch
 from velaio.beir import read_corpus, read_qrels, read_queries
 
 BEIR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "beir"
@@ -77,7 +77,7 @@ def compare(
         for start in range(0, len(texts), BATCH):
             part = texts[start : start + BATCH]
             want = search_batch(collection=one, embedder=embedder, queries=part, k=10, mode=mode)  # type: ignore[arg-type]
-            got = sharded_search_batch(
+            got = search_batch(
                 collection=sharded,
                 fanout=fanout,
                 embedder=embedder,
@@ -107,7 +107,7 @@ def latency(
             t0 = time.perf_counter()
             search_batch(collection=one, queries=[q], **opts)
             t1 = time.perf_counter()
-            sharded_search_batch(collection=sharded, fanout=fanout, queries=[q], **opts)
+            search_batch(collection=sharded, fanout=fanout, queries=[q], **opts)
             single.append((t1 - t0) * 1000)
             fan.append((time.perf_counter() - t1) * 1000)
         p50 = float(np.percentile(single, 50)), float(np.percentile(fan, 50))
@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from bench.ray_local import local_cluster
     from indexing.ray_ingest import ingest_sharded
-    from service.ray_shards import RayFanout
+    from indexing.ray_shards import RayFanout
 
     def run(address: str) -> dict[str, Any]:
         sharded = store.create(replace(one.settings, name="sharded", shards=args.shards))
@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> None:
         assert ingest_sharded(coll=sharded, documents=docs, address=address)
         ray_s = time.perf_counter() - t0
         fanout = RayFanout(address)
-        sharded_search_batch(collection=sharded, fanout=fanout, embedder=embedder, queries=texts[:4], k=10)  # warm
+        search_batch(collection=sharded, fanout=fanout, embedder=embedder, queries=texts[:4], k=10)  # warm
         return {
             "top10_identical": compare(one, sharded, fanout, embedder, texts),
             "ingest_docs_per_s": {"ray": round(len(docs) / ray_s, 1), "single": round(len(docs) / single_s, 1)},

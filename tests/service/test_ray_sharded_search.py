@@ -18,7 +18,6 @@ from indexing.shards import ShardedCollection
 from indexing.store import CollectionStore
 from models import EmbedderCache
 from service.search import search_batch
-from service.sharded_search import sharded_search_batch
 from tests.service.conftest import running_server, wait_job
 from velaio.beir import read_corpus, read_qrels, read_queries
 
@@ -31,7 +30,7 @@ def test_scifact_three_shards_on_ray_return_the_single_node_top10(
     ray_cluster: str, beir_dir: Path, tmp_path: Path, tiny_embedder_dir: Path
 ) -> None:
     from indexing.ray_ingest import ingest_sharded
-    from service.ray_shards import RayFanout
+    from indexing.ray_shards import RayFanout
 
     data = beir_dir / "scifact"
     docs = list(read_corpus(data))
@@ -54,16 +53,14 @@ def test_scifact_three_shards_on_ray_return_the_single_node_top10(
         for start in range(0, len(texts), BATCH):
             part = texts[start : start + BATCH]
             want = search_batch(collection=one, embedder=embedder, queries=part, k=10, mode=mode)  # type: ignore[arg-type]
-            got = sharded_search_batch(
-                collection=three, fanout=fanout, embedder=embedder, queries=part, k=10, mode=mode
-            )  # type: ignore[arg-type]
+            got = search_batch(collection=three, fanout=fanout, embedder=embedder, queries=part, k=10, mode=mode)  # type: ignore[arg-type]
             for q, w, g in zip(part, want, got, strict=True):
                 assert same_top(w.hits, g.hits, scores=mode != "hybrid"), (mode, q, w.hits, g.hits)
     # A shard actor that dies (its node went away) is made again on the next search.
     import ray
 
     ray.kill(next(iter(fanout._actors.values())))
-    again = sharded_search_batch(collection=three, fanout=fanout, embedder=embedder, queries=texts[:5], k=10)
+    again = search_batch(collection=three, fanout=fanout, embedder=embedder, queries=texts[:5], k=10)
     want = search_batch(collection=one, embedder=embedder, queries=texts[:5], k=10)
     assert [[h.id for h in r.hits] for r in again] == [[h.id for h in r.hits] for r in want]
 
