@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from velaio.files import connect_sqlite, init_sqlite
+from velaio.files import connect_sqlite, init_sqlite, rollback
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS documents (
@@ -143,7 +143,7 @@ class DocStore:
             conn.execute("COMMIT")
             return seq
         except BaseException:
-            conn.execute("ROLLBACK")
+            rollback(conn)
             raise
 
     def delete(self, doc_ids: Sequence[str]) -> int:
@@ -160,7 +160,7 @@ class DocStore:
             conn.execute("COMMIT")
             return n
         except BaseException:
-            conn.execute("ROLLBACK")
+            rollback(conn)
             raise
 
     def replace_embeddings(self, doc_id: str, embeddings: np.ndarray, context_id: str) -> None:
@@ -185,7 +185,7 @@ class DocStore:
             conn.execute("COMMIT")
             return seq
         except BaseException:
-            conn.execute("ROLLBACK")
+            rollback(conn)
             raise
 
     @staticmethod

@@ -12,7 +12,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from velaio.files import connect_sqlite, init_sqlite
+from velaio.files import connect_sqlite, init_sqlite, rollback
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -92,6 +92,10 @@ class JobNotFound(KeyError):
     pass
 
 
+class JobNotRetryable(ValueError):
+    pass
+
+
 class JobStore:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -162,11 +166,25 @@ class JobStore:
         self._conn().execute("UPDATE jobs SET done = ? WHERE id = ?", (done, job_id))
 
     def finish(self, job_id: str, status: JobStatus, error: str | None = None) -> None:
-        # The payload is dropped once the job is over: the documents now live in the collection.
+        # The payload is dropped once the job is over (the documents now live in the collection), except
+        # when it failed: a failed job (a full disk, say) can be run again with `requeue`.
+        keep = "payload" if status == JobStatus.FAILED else "NULL"
         self._conn().execute(
-            "UPDATE jobs SET status = ?, error = ?, finished_at = ?, payload = NULL WHERE id = ?",
+            f"UPDATE jobs SET status = ?, error = ?, finished_at = ?, payload = {keep} WHERE id = ?",
             (status.value, error, time.time(), job_id),
         )
+
+    def requeue(self, job_id: str) -> Job:
+        """Queue a failed job again (its error stays until it runs); JobNotRetryable unless it failed."""
+        cur = self._conn().execute(
+            "UPDATE jobs SET status = ?, done = 0, finished_at = NULL, cancel_requested = 0 "
+            "WHERE id = ? AND status = ?",
+            (JobStatus.QUEUED.value, job_id, JobStatus.FAILED.value),
+        )
+        job = self.get(job_id)
+        if cur.rowcount == 0:
+            raise JobNotRetryable(f"job {job_id!r} is {job.status.value}: only a failed job can be retried")
+        return job
 
     def request_cancel(self, job_id: str) -> Job:
         """Queued jobs are cancelled at once; running ones stop at their next batch."""
@@ -183,7 +201,7 @@ class JobStore:
                 conn.execute("UPDATE jobs SET cancel_requested = 1 WHERE id = ?", (job_id,))
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            rollback(conn)
             raise
         return self.get(job_id)
 

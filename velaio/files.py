@@ -81,3 +81,10 @@ def connect_sqlite(path: Path, *, foreign_keys: bool = False) -> sqlite3.Connect
     if foreign_keys:
         conn.execute("PRAGMA foreign_keys=ON")
     return conn
+
+
+def rollback(conn: sqlite3.Connection) -> None:
+    """Roll back the open transaction, if one is still open: SQLite rolls back by itself on some errors (a
+    full disk), and a second ROLLBACK would then raise and hide the error that mattered."""
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")

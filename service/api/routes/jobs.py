@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from indexing.jobs import TERMINAL, Job, JobNotFound
+from indexing.jobs import TERMINAL, Job, JobNotFound, JobNotRetryable
 from service.deps import State
 from service.errors import ApiError
 from service.schemas import ErrorResponse, JobOut
@@ -56,3 +56,25 @@ def cancel_job(job_id: str, state: State) -> JobOut:
         return job_out(state.jobs.request_cancel(job_id))
     except JobNotFound as exc:
         raise ApiError(404, "job_not_found", f"no job with id {job_id!r}") from exc
+
+
+@router.post(
+    "/{job_id}/retry",
+    status_code=202,
+    response_model=JobOut,
+    responses={
+        404: {"model": ErrorResponse},
+        409: {"model": ErrorResponse, "description": "the job did not fail: there is nothing to retry"},
+    },
+)
+def retry_job(job_id: str, state: State) -> JobOut:
+    """Run a failed job again (after a full disk or an I/O error, say): it is queued with the same documents.
+    Jobs are idempotent, so what the failed run stored is not stored twice. Only a failed job: 409 otherwise."""
+    try:
+        job = state.jobs.requeue(job_id)
+    except JobNotFound as exc:
+        raise ApiError(404, "job_not_found", f"no job with id {job_id!r}") from exc
+    except JobNotRetryable as exc:
+        raise ApiError(409, "conflict", str(exc)) from exc
+    state.queue.submit(job.id)
+    return job_out(job)
