@@ -70,6 +70,7 @@ class Postings:
         self.terms = terms
         self.vocab = {t: i for i, t in enumerate(terms)}
         self.indptr, self.rows, self.tf, self.lengths = indptr, rows, tf, lengths
+        self._dl = np.asarray(lengths, dtype=np.float64)  # (n,) made once: every scored term reads it
 
     @classmethod
     def build(cls, docs_tokens: Sequence[Sequence[str]]) -> Postings:
@@ -166,7 +167,7 @@ class Postings:
                 continue
             lo, hi = int(self.indptr[i]), int(self.indptr[i + 1])
             rows = np.asarray(self.rows[lo:hi], dtype=np.int64)
-            dl = np.asarray(self.lengths, dtype=np.float64)[rows]
+            dl = self._dl[rows]
             tf = np.asarray(self.tf[lo:hi], dtype=np.float64)
             scores[rows] += idf * tfc(tf, dl, avg, params.k1, params.b, params.delta) - absent
             matched[rows] = True

@@ -112,10 +112,18 @@ class EmbedderCache:
         self.device = device
         self.precision = precision
         self._loaded: dict[Path, Embedder] = {}
+        self._paths: dict[str, Path] = {}  # a name resolved once per process, not once per request
         self._lock = threading.Lock()
 
+    def resolve(self, name: str | os.PathLike[str]) -> Path:
+        key = os.fspath(name)
+        path = self._paths.get(key)
+        if path is None:
+            path = self._paths[key] = resolve_model_dir(name)
+        return path
+
     def get(self, name: str | os.PathLike[str]) -> Embedder:
-        path = resolve_model_dir(name)
+        path = self.resolve(name)
         with self._lock:
             if path not in self._loaded:
                 self._loaded[path] = load_embedder(path, device=self.device, precision=self.precision)

@@ -8,7 +8,6 @@ from indexing.bm25 import BM25Params
 from indexing.chunking import ChunkingParams
 from indexing.collection import Collection, CollectionConflict, CollectionSettings
 from indexing.jobs import Job, JobKind
-from models import resolve_model_dir
 from service.state import AppState
 
 
@@ -43,7 +42,7 @@ def get_or_create_collection(
 ) -> Collection:
     """Collections are created on first use with the process's defaults (or the embedder and shards named)."""
     s = state.settings
-    model_dir = str(resolve_model_dir(embedder or s.embedder))
+    model_dir = str(state.embedders.resolve(embedder or s.embedder))
     if state.collections.exists(name):
         coll = state.collections.get(name)
         if embedder is not None and coll.settings.embedder != model_dir:

@@ -17,7 +17,7 @@ from typing import Literal, cast
 import numpy as np
 
 from indexing.fusion import reciprocal_rank_fusion
-from models.reranker import CrossEncoder, NotARerankerError, RerankerCache, document_text, resolve_reranker_dir
+from models.reranker import CrossEncoder, NotARerankerError, RerankerCache, document_text
 from service.search import Hit
 
 log = logging.getLogger("vela.rerank")
@@ -90,7 +90,7 @@ def prepare_rerank(
     if not name:
         raise NoReranker("rerank.model is required: this server has no default reranker (VELA_RERANKER)")
     try:
-        path = str(resolve_reranker_dir(name))
+        path = str(cache.resolve(name))
     except (FileNotFoundError, NotARerankerError) as exc:
         raise UnknownReranker(str(exc)) from exc
     try:

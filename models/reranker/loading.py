@@ -115,10 +115,18 @@ class RerankerCache:
         self.device = device
         self.precision = precision
         self._loaded: dict[Path, CrossEncoder] = {}
+        self._paths: dict[str, Path] = {}  # a name resolved (directory checked, config read) once per process
         self._lock = threading.Lock()
 
+    def resolve(self, name: str | os.PathLike[str]) -> Path:
+        key = os.fspath(name)
+        path = self._paths.get(key)
+        if path is None:
+            path = self._paths[key] = resolve_reranker_dir(name)
+        return path
+
     def get(self, name: str | os.PathLike[str]) -> CrossEncoder:
-        path = resolve_reranker_dir(name)
+        path = self.resolve(name)
         with self._lock:  # two first requests for one model load it once, not twice
             if path not in self._loaded:
                 self._loaded[path] = load_reranker(path, device=self.device, precision=self.precision)
