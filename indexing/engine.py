@@ -10,6 +10,7 @@ retrieval (FAISS IDSelector, BM25 mask), so what comes back is live as of the pu
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -145,6 +146,7 @@ def search(
         except (ManifestError, SegmentError, FileNotFoundError):
             if attempt == RETRIES - 1:
                 raise
+            time.sleep(0.01 * (attempt + 1))  # a writer between its shard manifest and the set: a moment
             versions = coll.read_versions()
     raise AssertionError("unreachable")
 

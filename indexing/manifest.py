@@ -25,7 +25,9 @@ import numpy as np
 from velaio.files import write_atomic
 
 CURRENT = "CURRENT"
-KEEP_MANIFESTS = 2  # the current manifest and the one before it (a reader may still be loading it)
+# The current manifest and three before it: a reader may still be loading one, and a sharded collection's set
+# (segments/SHARDS) may lag its shards by a publish or two while a commit or merge finishes.
+KEEP_MANIFESTS = 4
 RETRIES = 5
 
 
@@ -111,7 +113,7 @@ def collect_garbage(directory: Path) -> list[str]:
     if version is None:
         return []
     keep_versions = [v for v in range(version - KEEP_MANIFESTS + 1, version + 1) if v > 0]
-    keep = {CURRENT, "publish.lock", "merge.lock"}
+    keep = {CURRENT, "publish.lock", "merge.lock", "set.lock", "SHARDS"}
     for v in keep_versions:
         keep.add(manifest_path(directory, v).name)
         try:

@@ -35,8 +35,9 @@ from indexing.collection import (
 )
 from indexing.docstore import StoredDocument
 from indexing.manifest import ManifestError, current_version
+from indexing.merge_policy import TieredMergePolicy
 from models.cde.context import CorpusContext
-from velaio.files import write_atomic
+from velaio.files import file_lock, write_atomic
 
 SHARDS_DIR = "shards"
 POINTER = "SHARDS"
@@ -59,6 +60,7 @@ class ShardedCollection(Collection):
         self.segments_dir = root / SEGMENTS_DIR
         self._write_lock = threading.RLock()
         self._published: list[int] | None = None
+        self._set_lock = threading.Lock()
         self.shards: list[Collection] = []
         for i in range(settings.shards):
             shard_root = root / SHARDS_DIR / f"s{i:03d}"
@@ -127,18 +129,31 @@ class ShardedCollection(Collection):
         return self._publish_set()
 
     def _publish_set(self) -> int:
+        """Name every shard's current manifest in SHARDS. Commits and background merges both publish here:
+        one at a time, and each reads the shards' versions inside the lock, so the last one names the newest."""
         self.segments_dir.mkdir(parents=True, exist_ok=True)
-        versions = [current_version(s.segments_dir) for s in self.shards]
-        try:
-            ptr = self.pointer()
-            if ptr["versions"] == versions:
-                return int(ptr["generation"])
-            generation = int(ptr["generation"]) + 1
-        except (IndexNotReady, ManifestError, KeyError):
-            generation = 1
-        record = {"generation": generation, "versions": versions}
-        write_atomic(self.segments_dir / POINTER, json.dumps(record).encode())
-        return generation
+        with self._set_lock, file_lock(self.segments_dir / "set.lock"):
+            versions = [current_version(s.segments_dir) for s in self.shards]
+            try:
+                ptr = self.pointer()
+                if ptr["versions"] == versions:
+                    return int(ptr["generation"])
+                generation = int(ptr["generation"]) + 1
+            except (IndexNotReady, ManifestError, KeyError):
+                generation = 1
+            record = {"generation": generation, "versions": versions}
+            write_atomic(self.segments_dir / POINTER, json.dumps(record).encode())
+            return generation
+
+    def merge(self, policy: TieredMergePolicy | None = None) -> int:
+        """Merge each shard as its policy says, publishing the set after every merge: the set then never
+        names a manifest that its shard has already removed (manifest.KEEP_MANIFESTS)."""
+        done = 0
+        for shard in self.shards:
+            while shard.index_writer().merge(policy):
+                done += 1
+                self._publish_set()
+        return done
 
     def check_consistency(self) -> str:
         outcome = super().check_consistency()
