@@ -92,6 +92,12 @@ class LocalFanout:
     def call(self, shards: Sequence[ShardRef], method: str, per_shard: Sequence[dict[str, Any]]) -> list[Any]:
         return [getattr(self.searcher(ref), method)(**kw) for ref, kw in zip(shards, per_shard, strict=True)]
 
+    def forget(self, shards: Sequence[ShardRef]) -> None:
+        """Drop the views of deleted shards (their memory goes with them)."""
+        with self._lock:
+            for _, key in shards:
+                self._searchers.pop(key, None)
+
 
 LOCAL_FANOUT = LocalFanout()  # one per process: shard views are shared by every collection store
 

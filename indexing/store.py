@@ -139,6 +139,8 @@ class CollectionStore:
     def delete(self, name: str) -> None:
         coll = self.get(name)
         with coll.writer(), self._lock:
+            if hasattr(self.fanout, "forget"):
+                self.fanout.forget(coll.shard_refs())
             coll.close()
             self._open.pop(name, None)
             # Rename first: the collection disappears at once, the files go after.
