@@ -3,6 +3,7 @@
 #   make serve      install into .venv if needed, then run the API (HOST=... PORT=... optional)
 #   make test       install if needed, then ruff, ruff format --check, lint-imports, mypy, pytest
 #   make test-slow  the slow tests (real benchmark data, full models)
+#   make install-gpu / make test-gpu   on a CUDA host: CUDA torch and faiss-gpu into .venv; the `gpu` tests
 #   make fuzz       a long schemathesis pass over the API (a real server on loopback, keys off and on)
 #
 # The install step is recorded by the stamp .venv/.installed; pip runs again only when
@@ -19,6 +20,11 @@ STAMP := $(VENV)/.installed
 # CPU build of torch: with this exact pin pip picks the CPU wheel. It goes in first, so that
 # nothing in requirements.lock pulls the multi-GB CUDA build.
 TORCH := torch==2.13.0
+# GPU host only (make install-gpu): the same pin as the `gpu` extra in pyproject.toml. TORCH_INDEX, when set, is
+# the index the CUDA torch comes from (e.g. https://download.pytorch.org/whl/cu126 for a CUDA 12 driver);
+# unset, PyPI's Linux wheel of $(TORCH), which is the CUDA 13.0 build.
+FAISS_GPU := faiss-gpu-cu12==1.14.1.post1
+TORCH_INDEX ?=
 
 # Empty by default: `vela serve` then takes VELA_HOST / VELA_PORT, else 127.0.0.1:8000.
 HOST ?=
@@ -29,12 +35,13 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help install serve test test-slow fuzz lint typecheck format clean distclean redis-server
+.PHONY: help install install-gpu serve test test-slow test-gpu fuzz lint typecheck format clean distclean redis-server
 
 help:
 	@echo "make serve      install into .venv (if needed) and start the API on 127.0.0.1:8000"
 	@echo "make test       install (if needed), then ruff check, ruff format --check, lint-imports, mypy, pytest"
 	@echo "make test-slow  pytest -m slow (real benchmark data under ../shared/data/beir)"
+	@echo "make test-gpu   pytest -m gpu (CUDA host; make install-gpu first)"
 	@echo "make fuzz       schemathesis: FUZZ_EXAMPLES (default 200) examples per operation, keys off and on"
 	@echo "make install    only the install step (idempotent; stamp $(STAMP))"
 	@echo "make format     ruff format + ruff check --fix"
@@ -55,6 +62,20 @@ $(STAMP): requirements.lock pyproject.toml
 	@test -x $(BIN)/vela || { echo "error: $(BIN)/vela was not installed" >&2; exit 1; }
 	@touch $@
 	@echo "installed into $(VENV)"
+
+# CUDA torch instead of the CPU one, then the gpu extra. faiss-cpu and faiss-gpu both install the `faiss` package:
+# both are removed and the GPU build put back alone, or the CPU build's modules could still be the ones imported.
+install-gpu: $(STAMP)
+	$(BIN)/python -m pip uninstall -y torch
+	$(BIN)/python -m pip install $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) $(TORCH)
+	$(BIN)/python -m pip install -e '.[gpu]'
+	$(BIN)/python -m pip uninstall -y faiss-cpu faiss-gpu-cu12
+	$(BIN)/python -m pip install --no-deps $(FAISS_GPU)
+	$(BIN)/python -c 'import faiss, torch; print("torch", torch.__version__, "CUDA", torch.version.cuda, \
+		"devices", torch.cuda.device_count(), "| faiss GPUs", faiss.get_num_gpus())'
+
+test-gpu: $(STAMP)
+	$(BIN)/pytest -q -m gpu
 
 serve: $(STAMP)
 	$(BIN)/vela serve $(if $(HOST),--host $(HOST)) $(if $(PORT),--port $(PORT))

@@ -133,7 +133,7 @@ def evaluate(
             "model": step.model,
             "top_n": rerank_top_n,
             "weight": rerank_weights[0],
-            "precision": settings.precision,
+            "precision": state.rerankers.precision,
             "batch_size": settings.rerank_batch_size,
             "added_latency_ms_p50": {m: round(float(np.percentile(v, 50)), 1) for m, v in added_ms.items() if v},
             "added_latency_ms_p90": {m: round(float(np.percentile(v, 90)), 1) for m, v in added_ms.items() if v},
@@ -153,7 +153,7 @@ def evaluate(
         "split": split,
         **({"query_ids": str(query_ids)} if query_ids is not None else {}),
         "embedder": model_dir,
-        "precision": settings.precision,
+        "precision": state.embedders.precision,
         **extra,
     }
 

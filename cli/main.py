@@ -98,6 +98,7 @@ BENCHES: dict[str, tuple[str, str]] = {
     "ray-scifact": ("bench.ray_scifact", "sharded on a 2-node Ray cluster vs one node: top-10, ingest, fan-out"),
     "incremental": ("bench.incremental", "POST /index to searchable per 50-doc commit vs a full rebuild; 1M flat"),
     "segments": ("bench.segments", "SciFact in 10 segments vs 1: identical top-10, search p50 ratio"),
+    "gpu": ("bench.gpu", "CUDA only: encode texts/s, search q/s at batch 1 and 64, training steps/s"),
 }
 
 
@@ -118,14 +119,20 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from indexing.logs import configure_logging
+    from models.device import DeviceError
     from service.main import create_app
     from service.server import uvicorn_config
     from service.settings import Settings
 
     settings = Settings()
     configure_logging(settings.log_level)
+    try:  # VELA_DEVICE is resolved while the app is built: `cuda` without CUDA stops here, before serving
+        app = create_app(settings)
+    except DeviceError as e:
+        print(f"vela serve: {e}", file=sys.stderr)
+        return 2
     # Header, keep-alive and connection limits come from the settings (VELA_HEADER_TIMEOUT_S and the rest).
-    uvicorn.Server(uvicorn_config(create_app(settings), settings, host=args.host, port=args.port)).run()
+    uvicorn.Server(uvicorn_config(app, settings, host=args.host, port=args.port)).run()
     return 0
 
 
@@ -167,9 +174,20 @@ def _export_onnx(args: argparse.Namespace) -> int:
 def _train(args: argparse.Namespace) -> int:
     import importlib
 
+    from models.device import DeviceError, pin_visible_device, resolve_device, resolve_precision
+    from training.cli_args import device_flags
+
+    try:  # VELA_DEVICE / VELA_PRECISION, resolved before any data or model is read
+        device = resolve_device(pin_visible_device(os.environ.get("VELA_DEVICE", "auto")))
+        precision = resolve_precision(os.environ.get("VELA_PRECISION", "auto"), device)
+    except DeviceError as e:
+        print(f"vela train: {e}", file=sys.stderr)
+        return 2
+    # The reranker recipe has its own --precision flag; the others take HF's --bf16.
+    argv = device_flags(args.args, device=device, precision=precision, precision_flag=args.recipe == "reranker")
     module = importlib.import_module(RECIPES[args.recipe][0])
     sys.argv = [f"vela train {args.recipe}", *args.args]  # what the saved arguments record as the command
-    return int(module.main(args.args) or 0)
+    return int(module.main(argv) or 0)
 
 
 def _bench(args: argparse.Namespace) -> int:

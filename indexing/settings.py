@@ -9,6 +9,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from indexing.dense import DenseIndexParams
+from models.device import DEVICE_PATTERN, PRECISION_PATTERN
 
 
 @dataclass(frozen=True)
@@ -28,8 +29,10 @@ class IndexingSettings(BaseSettings):
 
     data_dir: Path = Field(Path(".vela"), description="where collections, indexes and jobs live")
     embedder: str = Field("default", description="'default' (packaged all-MiniLM-L6-v2) or a local HF model dir")
-    device: str = "cpu"
-    precision: str = Field("fp32", pattern="^(fp32|bf16)$")
+    # Resolved once at start-up by models.device (auto: CUDA when present; cuda without CUDA: start-up error).
+    device: str = Field("auto", pattern=DEVICE_PATTERN, description="auto, cpu, cuda or cuda:N")
+    precision: str = Field("auto", pattern=PRECISION_PATTERN, description="auto (bf16 on bf16 GPUs), fp32, bf16")
+    gpu_min_passages: int = Field(20_000, ge=0, description="segments from this size are searched on the GPU")
     log_level: str = "INFO"
     ingest_batch_size: int = Field(256, ge=1, description="documents per ingest batch (and per progress step)")
     commit_interval_s: float = Field(60.0, gt=0, description="a long ingest publishes its progress this often")

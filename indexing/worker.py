@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import torch
 
+from indexing import gpu_index
 from indexing.ingest import run_job
 from indexing.jobs import JobStore
 from indexing.logs import configure_logging
@@ -18,6 +19,7 @@ from indexing.redis_queue import RedisWorker
 from indexing.settings import IndexingSettings
 from indexing.store import CollectionStore
 from models import EmbedderCache
+from models.device import DeviceError, resolve_device, resolve_precision
 
 log = logging.getLogger("vela.worker")
 
@@ -28,6 +30,13 @@ def main(*, name: str | None = None) -> int:
     if not settings.redis_url:
         log.error("vela worker needs VELA_REDIS_URL (the embedded default runs jobs inside `vela serve`)")
         return 2
+    try:  # VELA_DEVICE=cuda on a host without CUDA stops here, before any job is taken
+        device = resolve_device(settings.device)
+        precision = resolve_precision(settings.precision, device)
+    except DeviceError as e:
+        log.error(str(e))
+        return 2
+    gpu_index.configure(device, settings.gpu_min_passages)
     name = name or f"{socket.gethostname()}-{os.getpid()}"
     # Ingest is background work: queries served on the same host keep the CPU first.
     os.nice(settings.worker_nice)
@@ -36,7 +45,7 @@ def main(*, name: str | None = None) -> int:
     data_dir = settings.data_dir.expanduser().resolve()
     collections = CollectionStore(data_dir)
     jobs = JobStore(data_dir / "jobs.sqlite3")
-    embedders = EmbedderCache(device=settings.device, precision=settings.precision)
+    embedders = EmbedderCache(device=device, precision=precision)
     embedders.get(settings.embedder)
     for coll_name in collections.names():
         outcome = collections.get(coll_name).check_consistency()

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from models.device import resolve_device, resolve_precision
 from models.embedder.configuration_embedder import EmbedderConfig
 from models.embedder.modeling_embedder import Embedder
 
@@ -109,8 +110,9 @@ class EmbedderCache:
     """Loads each embedder once per process and shares it between collections and requests."""
 
     def __init__(self, *, device: str = "cpu", precision: str = "fp32") -> None:
-        self.device = device
-        self.precision = precision
+        # Settings as given (auto, cuda, ...) or already resolved: resolving a resolved one changes nothing.
+        self.device = resolve_device(device)
+        self.precision = resolve_precision(precision, self.device)
         self._loaded: dict[Path, Embedder] = {}
         self._paths: dict[str, Path] = {}  # a name resolved once per process, not once per request
         self._lock = threading.Lock()

@@ -5,12 +5,14 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from indexing import gpu_index
 from indexing.ingest import run_job
 from indexing.jobs import JobStore
 from indexing.queue import InProcessQueue, JobQueue
 from indexing.redis_queue import RedisJobQueue
 from indexing.store import CollectionStore
 from models import EmbedderCache
+from models.device import resolve_device, resolve_precision
 from models.reranker import RerankerCache
 from service.batching import QueryEncoders
 from service.metrics import Metrics
@@ -33,10 +35,14 @@ class AppState:
 
 
 def build_state(settings: Settings) -> AppState:
+    # VELA_DEVICE / VELA_PRECISION resolved once, first: `cuda` without CUDA stops the start-up (DeviceError).
+    device = resolve_device(settings.device)
+    precision = resolve_precision(settings.precision, device)
+    gpu_index.configure(device, settings.gpu_min_passages)
     data_dir = settings.data_dir.expanduser().resolve()
     collections = CollectionStore(data_dir)
     jobs = JobStore(data_dir / "jobs.sqlite3")
-    embedders = EmbedderCache(device=settings.device, precision=settings.precision)
+    embedders = EmbedderCache(device=device, precision=precision)
 
     def run(job_id: str) -> object:
         return run_job(
@@ -63,7 +69,7 @@ def build_state(settings: Settings) -> AppState:
         max_wait_ms=settings.query_batch_wait_ms,
         on_batch=metrics.encoder_batch.observe,
     )
-    rerankers = RerankerCache(device=settings.device, precision=settings.precision)
+    rerankers = RerankerCache(device=device, precision=precision)
     return AppState(settings, collections, jobs, queue, embedders, encoders, metrics, rerankers)
 
 

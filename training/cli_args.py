@@ -58,6 +58,24 @@ def expand_config(argv: Sequence[str]) -> list[str]:
     return _config_to_flags(Path(argv[i + 1])) + argv[:i] + argv[i + 2 :]
 
 
+def device_flags(argv: Sequence[str], *, device: str, precision: str, precision_flag: bool = False) -> list[str]:
+    """The recipe's argv with the resolved VELA_DEVICE / VELA_PRECISION as HF flags in front: `--use_cpu true`
+    on the CPU, `--bf16 true` for bf16 (`--precision P` where the recipe has that flag). Flags the command line
+    or its config file give are kept and win (they come after). The HF Trainer places the model on the GPU
+    itself (every visible one under torchrun/accelerate)."""
+    argv = expand_config(argv)  # a config file's flags must still win over these defaults
+    given = {a.split("=", 1)[0] for a in argv if a.startswith("--")}
+    flags: list[str] = []
+    if device == "cpu" and "--use_cpu" not in given:
+        flags += ["--use_cpu", "true"]
+    if precision_flag:
+        if "--precision" not in given:
+            flags += ["--precision", precision]
+    elif precision == "bf16" and not given & {"--bf16", "--fp16"}:
+        flags += ["--bf16", "true"]
+    return flags + argv
+
+
 def parse_recipe_args(
     recipe_cls: type[T], argv: Sequence[str], *, prog: str, defaults: dict[str, Any] | None = None
 ) -> tuple[T, Any]:

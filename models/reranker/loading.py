@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from transformers import AutoModel, AutoTokenizer
 
+from models.device import resolve_device, resolve_precision
 from models.reranker.configuration_reranker import MODEL_TYPE
 from models.reranker.modeling_reranker import RerankerModel
 from models.reranker.processing_reranker import RerankerProcessor
@@ -112,8 +113,8 @@ class RerankerCache:
     """Loads each reranker once per process and shares it between requests (thread-safe)."""
 
     def __init__(self, *, device: str = "cpu", precision: str = "fp32") -> None:
-        self.device = device
-        self.precision = precision
+        self.device = resolve_device(device)  # a resolved setting stays as it is
+        self.precision = resolve_precision(precision, self.device)
         self._loaded: dict[Path, CrossEncoder] = {}
         self._paths: dict[str, Path] = {}  # a name resolved (directory checked, config read) once per process
         self._lock = threading.Lock()
