@@ -26,6 +26,7 @@ from typing import Any
 import faiss
 import numpy as np
 
+from indexing import gpu_index
 from indexing.bm25 import TokenIdCorpus
 from indexing.dense import DenseIndexParams, new_indexes, set_ef_search
 from indexing.postings import Postings
@@ -78,7 +79,8 @@ class Segment:
             sizes.pop(INFO, None)
             if sizes != info["files"]:
                 raise SegmentError(f"{root}: files differ from {INFO} (truncated or missing)")
-            full = faiss.read_index(str(root / "dense-full.faiss"))
+            # On a GPU host above VELA_GPU_MIN_PASSAGES: searched on the GPU; the file stays the source of truth.
+            full = gpu_index.place(faiss.read_index(str(root / "dense-full.faiss")))
             small = faiss.read_index(str(root / "dense-small.faiss"))
             pids = np.load(root / "pids.npy", allow_pickle=False)
             docs = np.load(root / "docs.npy", allow_pickle=False)
