@@ -49,9 +49,10 @@ def one_size(n: int, encoder: str) -> dict[str, float]:
     """Runs in its own process: ingest n documents, report peak RSS."""
     from indexing.bm25 import BM25Params
     from indexing.chunking import ChunkingParams
-    from indexing.collection import CollectionSettings, CollectionStore
+    from indexing.collection import CollectionSettings
     from indexing.ingest import run_job
     from indexing.jobs import JobKind, JobStore
+    from indexing.store import CollectionStore
     from models import EmbedderCache
 
     data = Path(tempfile.mkdtemp(prefix="vela-rss-"))

@@ -157,10 +157,11 @@ def build_collection(data_dir: Path, *, passages: int = 100_000, name: str = "la
     would have made of it. `dense` (DenseIndexParams) sets the index kind; the default "auto" builds HNSW
     from 100,000 passages.
     """
-    from indexing.collection import CollectionSettings, CollectionStore
+    from indexing.collection import CollectionSettings
     from indexing.dense import DenseIndexParams
     from indexing.docstore import StoredDocument
-    from indexing.ingest import content_hash
+    from indexing.prepare import content_hash
+    from indexing.store import CollectionStore
     from models import resolve_model_dir
 
     rows, emb = load_passages(passages)
