@@ -155,21 +155,29 @@ class Postings:
         method = "lucene" if params.method == "okapi" else params.method
         tfc = _select_tfc_scorer("atire" if params.method == "okapi" else method)
         avg = stats.avg_len
-        scores = np.zeros(len(self), np.float64)  # (n,)
-        matched = np.zeros(len(self), bool)
+        ids, idfs, absents = [], [], []
         base = 0.0  # bm25l / bm25+: what a term adds to a passage that lacks it
         for t in known:
             idf = idf_of(params, stats.df[t], stats)
             absent = idf * tfc(0, avg, avg, params.k1, params.b, params.delta) if method in ("bm25l", "bm25+") else 0.0
             base += absent
             i = self.vocab.get(t)
-            if i is None:
-                continue
-            lo, hi = int(self.indptr[i]), int(self.indptr[i + 1])
-            rows = np.asarray(self.rows[lo:hi], dtype=np.int64)
-            dl = self._dl[rows]
-            tf = np.asarray(self.tf[lo:hi], dtype=np.float64)
-            scores[rows] += idf * tfc(tf, dl, avg, params.k1, params.b, params.delta) - absent
-            matched[rows] = True
-        rows = np.flatnonzero(matched)
-        return rows, scores[rows] + base
+            if i is not None:
+                ids.append(i)
+                idfs.append(idf)
+                absents.append(absent)
+        if not ids:
+            return np.empty(0, np.int64), np.empty(0, np.float64)
+        # Every query term's postings at once (a few numpy calls per segment, whatever the query length).
+        lo, hi = self.indptr[ids], self.indptr[np.asarray(ids) + 1]
+        counts = hi - lo  # (q,)
+        starts = np.repeat(lo - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
+        idx = starts + np.arange(int(counts.sum()))  # (m,) positions in rows/tf, term by term
+        rows = np.asarray(self.rows[idx], dtype=np.int64)
+        tf = np.asarray(self.tf[idx], dtype=np.float64)
+        weight = np.repeat(np.asarray(idfs), counts)
+        contrib = weight * tfc(tf, self._dl[rows], avg, params.k1, params.b, params.delta) - np.repeat(absents, counts)
+        # Summed per passage in query-term order, as one loop over the terms would: every segment layout adds
+        # the same numbers in the same order.
+        uniq, inverse = np.unique(rows, return_inverse=True)
+        return uniq, np.bincount(inverse.ravel(), weights=contrib, minlength=uniq.shape[0]) + base
