@@ -59,10 +59,11 @@ def expand_config(argv: Sequence[str]) -> list[str]:
 
 
 def device_flags(argv: Sequence[str], *, device: str, precision: str, precision_flag: bool = False) -> list[str]:
-    """The recipe's argv with the resolved VELA_DEVICE / VELA_PRECISION as HF flags in front: `--use_cpu true`
-    on the CPU, `--bf16 true` for bf16 (`--precision P` where the recipe has that flag). Flags the command line
-    or its config file give are kept and win (they come after). The HF Trainer places the model on the GPU
-    itself (every visible one under torchrun/accelerate)."""
+    """The recipe's argv with the resolved VELA_DEVICE / VELA_PRECISION added as HF flags: `--use_cpu true`
+    on the CPU, `--bf16 true` for bf16 (`--precision P` where the recipe has that flag), each only where the
+    command line or its config file does not set it (those win). They go last, so a recorded command reads as
+    typed, then what the device added. The HF Trainer places the model on the GPU itself (every visible one
+    under torchrun/accelerate)."""
     argv = expand_config(argv)  # a config file's flags must still win over these defaults
     given = {a.split("=", 1)[0] for a in argv if a.startswith("--")}
     flags: list[str] = []
@@ -73,7 +74,7 @@ def device_flags(argv: Sequence[str], *, device: str, precision: str, precision_
             flags += ["--precision", precision]
     elif precision == "bf16" and not given & {"--bf16", "--fp16"}:
         flags += ["--bf16", "true"]
-    return flags + argv
+    return argv + flags
 
 
 def parse_recipe_args(

@@ -79,7 +79,7 @@ def _setup(data: Path, embedder_dir: Path) -> tuple[CollectionStore, JobStore]:
 
 def _hits(data: Path, embedder_dir: Path, query: str) -> list[tuple[str, float]]:
     coll = CollectionStore(data).get("c")  # as a process starting now would see it
-    res = search_batch(collection=coll, embedder=EmbedderCache().get(embedder_dir), queries=[query], k=5)
+    res = search_batch(collection=coll, embedder=EmbedderCache().get(embedder_dir), queries=[query], k=5, mode="bm25")
     return [(h.id, h.score) for h in res[0].hits]
 
 

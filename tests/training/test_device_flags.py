@@ -9,8 +9,8 @@ from training.cli_args import device_flags
 
 
 def test_cpu_and_bf16_flags() -> None:
-    assert device_flags(["--out", "o"], device="cpu", precision="fp32") == ["--use_cpu", "true", "--out", "o"]
-    assert device_flags(["--out", "o"], device="cuda:0", precision="bf16") == ["--bf16", "true", "--out", "o"]
+    assert device_flags(["--out", "o"], device="cpu", precision="fp32") == ["--out", "o", "--use_cpu", "true"]
+    assert device_flags(["--out", "o"], device="cuda:0", precision="bf16") == ["--out", "o", "--bf16", "true"]
     assert device_flags(["--out", "o"], device="cuda:0", precision="fp32") == ["--out", "o"]
 
 
