@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
-import pickle
 import tempfile
 import time
 from collections.abc import Sequence
@@ -62,21 +62,46 @@ def read_scifact(beir: Path, limit: int | None) -> tuple[list[dict[str, Any]], l
 
 
 def prepared(docs: list[dict[str, Any]], embedder_name: str, chunking: Any, cache: Path | None) -> list[Any]:
-    """StoredDocuments (chunked + embedded), cached by corpus, embedder and chunking."""
+    """StoredDocuments (chunked + embedded), cached (JSON lines + one .npy) by corpus, embedder and chunking."""
+    from indexing.docstore import StoredDocument
     from indexing.prepare import chunk_and_embed
     from models import EmbedderCache
 
     key = hashlib.sha256(repr((embedder_name, chunking, [(d["id"], d["text"]) for d in docs])).encode())
-    path = (cache or Path(tempfile.mkdtemp())) / f"prepared-{key.hexdigest()[:16]}.pkl"
-    if path.exists():
-        return pickle.loads(path.read_bytes())  # noqa: S301 - our own cache
+    folder = (cache or Path()) / f"prepared-{key.hexdigest()[:16]}"  # used only with a cache
+    if cache is not None and (folder / "done").exists():
+        vecs = np.load(folder / "embeddings.npy")  # (P, d)
+        out, row = [], 0
+        for line in (folder / "docs.jsonl").read_text().splitlines():
+            d = json.loads(line)
+            n = len(d["spans"])
+            spans = [(int(a), int(b)) for a, b in d["spans"]]
+            out.append(
+                StoredDocument(d["id"], d["title"], d["text"], d["metadata"], d["hash"], spans, vecs[row : row + n])
+            )
+            row += n
+        return out
     embedder = EmbedderCache().get(embedder_name)
     out = []
     for start in range(0, len(docs), 256):
         out.extend(chunk_and_embed(docs[start : start + 256], chunking=chunking, embedder=embedder))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.with_suffix(".tmp").write_bytes(pickle.dumps(out))
-    path.with_suffix(".tmp").replace(path)
+    if cache is None:
+        return out
+    folder.mkdir(parents=True, exist_ok=True)
+    np.save(folder / "embeddings.npy", np.concatenate([d.embeddings for d in out]))
+    rows = [
+        {
+            "id": d.doc_id,
+            "title": d.title,
+            "text": d.text,
+            "metadata": d.metadata,
+            "hash": d.content_hash,
+            "spans": list(d.spans),
+        }
+        for d in out
+    ]
+    (folder / "docs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (folder / "done").touch()
     return out
 
 
