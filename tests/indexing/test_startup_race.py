@@ -96,5 +96,6 @@ def test_workers_and_api_start_together(tmp_path: Path, tiny_embedder_dir: Path)
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # 20 rounds of 9 interpreters loading torch on 2 cores: about 11 minutes
 def test_workers_and_api_start_together_20_rounds(tmp_path: Path, tiny_embedder_dir: Path) -> None:
     _workers_and_api_start_together(tmp_path, tiny_embedder_dir, rounds=20)
