@@ -109,7 +109,10 @@ class Postings:
 
     @classmethod
     def load(cls, directory: Path) -> Postings:
-        arrays = [np.load(directory / f"{n}.npy", mmap_mode="r") for n in ("indptr", "rows", "tf", "lengths")]
+        # Memory-mapped, then seen as plain arrays: slicing a np.memmap costs a subclass round trip per call.
+        arrays = [
+            np.asarray(np.load(directory / f"{n}.npy", mmap_mode="r")) for n in ("indptr", "rows", "tf", "lengths")
+        ]
         p = cls(json.loads((directory / "terms.json").read_text()), *arrays)
         bad_size = int(p.indptr[-1]) != p.rows.shape[0] or p.rows.shape != p.tf.shape
         if p.indptr.shape != (max(len(p.terms), 1) + 1,) or bad_size:
