@@ -75,6 +75,14 @@ class CollectionStore:
         if self._reader is not None:
             self.refresh(coll)
 
+    def catch_up(self, name: str) -> None:
+        """Load what a writer elsewhere (a `vela worker`) published for `name`, if this process serves it:
+        a job reported succeeded is then searchable at once, not a reader tick later."""
+        with self._lock:
+            coll = self._open.get(name)
+        if coll is not None and self._reader is not None:
+            self.refresh(coll)
+
     def refresh_all(self) -> None:
         with self._lock:
             colls = list(self._open.values())

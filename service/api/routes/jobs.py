@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from indexing.jobs import TERMINAL, Job, JobNotFound, JobNotRetryable
+from indexing.jobs import TERMINAL, Job, JobNotFound, JobNotRetryable, JobStatus
 from service.deps import State
 from service.errors import ApiError
 from service.schemas import ErrorResponse, JobOut
@@ -33,7 +33,15 @@ def job_out(job: Job, worker: str | None = None) -> JobOut:
 def get_job(job_id: str, state: State) -> JobOut:
     """Status (queued/running/succeeded/failed/cancelled), progress, speed and ETA of a job."""
     try:
-        return job_out(state.jobs.get(job_id), state.jobs.worker(job_id))
+        job = state.jobs.get(job_id)
+    except JobNotFound as exc:
+        raise ApiError(404, "job_not_found", f"no job with id {job_id!r}") from exc
+    if job.status == JobStatus.SUCCEEDED:
+        # Read-your-writes: a worker process published the job's commit; this process loads it before it says
+        # "succeeded", so a search right after sees the documents.
+        state.collections.catch_up(job.collection)
+    try:
+        return job_out(job, state.jobs.worker(job_id))
     except JobNotFound as exc:
         raise ApiError(404, "job_not_found", f"no job with id {job_id!r}") from exc
 
