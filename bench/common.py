@@ -118,3 +118,28 @@ def write_result(path: Path, result: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
+
+
+def random_bert_encoder(
+    root: Path, *, hidden: int, heads: int, intermediate: int, max_positions: int, max_length: int
+) -> Path:
+    """A random 1-layer BERT embedder with the packaged MiniLM tokenizer, saved as a model directory: encoder
+    cost without a download (the speed of its shape, not its quality, is what the benches need)."""
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from models import EmbedderConfig
+    from models.loading import packaged_minilm_dir
+
+    tok = AutoTokenizer.from_pretrained(packaged_minilm_dir(), local_files_only=True)
+    config = BertConfig(
+        vocab_size=tok.vocab_size,
+        hidden_size=hidden,
+        num_hidden_layers=1,
+        num_attention_heads=heads,
+        intermediate_size=intermediate,
+        max_position_embeddings=max_positions,
+    )
+    BertModel(config).save_pretrained(root)
+    tok.save_pretrained(root)
+    EmbedderConfig(pooling="mean", max_length=max_length).save(root)
+    return root

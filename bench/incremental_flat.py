@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from bench.common import random_bert_encoder
+
 SEED = 0
 
 
@@ -36,24 +38,7 @@ def _texts(rng: np.random.Generator, vocab: np.ndarray, n: int) -> list[str]:
 
 def tiny_encoder(root: Path) -> Path:
     """A random 1-layer, 32-wide BERT with the MiniLM tokenizer (as tests/tiny_models.py makes)."""
-    from transformers import AutoTokenizer, BertConfig, BertModel
-
-    from models import EmbedderConfig
-    from models.loading import packaged_minilm_dir
-
-    tok = AutoTokenizer.from_pretrained(packaged_minilm_dir(), local_files_only=True)
-    config = BertConfig(
-        vocab_size=tok.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=128,
-    )
-    BertModel(config).save_pretrained(root)
-    tok.save_pretrained(root)
-    EmbedderConfig(pooling="mean", max_length=64).save(root)
-    return root
+    return random_bert_encoder(root, hidden=32, heads=2, intermediate=64, max_positions=128, max_length=64)
 
 
 def run_flat(passages: int, commit_docs: int, commits: int, embedder_dir: Path | None) -> dict[str, Any]:

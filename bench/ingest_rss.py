@@ -19,30 +19,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import command, machine, write_result
+from bench.common import command, machine, random_bert_encoder, write_result
 
 JOB_DOCS = 10_000
 
 
 def make_encoder(root: Path) -> Path:
-    from transformers import AutoTokenizer, BertConfig, BertModel
-
-    from models import EmbedderConfig
-    from models.loading import packaged_minilm_dir
-
-    tok = AutoTokenizer.from_pretrained(packaged_minilm_dir(), local_files_only=True)
-    cfg = BertConfig(
-        vocab_size=tok.vocab_size,
-        hidden_size=384,
-        num_hidden_layers=1,
-        num_attention_heads=6,
-        intermediate_size=512,
-        max_position_embeddings=512,
-    )
-    BertModel(cfg).save_pretrained(root)
-    tok.save_pretrained(root)
-    EmbedderConfig(pooling="mean", max_length=128).save(root)
-    return root
+    return random_bert_encoder(root, hidden=384, heads=6, intermediate=512, max_positions=512, max_length=128)
 
 
 def one_size(n: int, encoder: str) -> dict[str, float]:
