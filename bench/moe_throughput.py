@@ -1,4 +1,4 @@
-"""Encode throughput of an upcycled MoE embedder vs the dense encoder it came from (issue 7).
+"""Encode throughput of an upcycled MoE embedder vs the dense encoder it came from.
 
 Upcycles the packaged all-MiniLM-L6-v2 (every second FFN from layer 2 becomes E experts, top-k routing) into a
 temporary directory, loads both with `load_embedder` (what the service does) and embeds the same SciFact
