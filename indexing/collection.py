@@ -5,7 +5,6 @@ live at the collection root. A sharded one keeps N such shards under `shards/` (
 
 from __future__ import annotations
 
-import fcntl
 import json
 import re
 import shutil
@@ -27,6 +26,7 @@ from indexing.merge_policy import TieredMergePolicy
 from indexing.segment import SegmentError
 from indexing.shard_writer import ShardWriter
 from models.cde.context import CorpusContext
+from velaio.files import file_lock
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 SETTINGS_FILE = "collection.json"
@@ -110,12 +110,8 @@ class Collection:
     @contextmanager
     def writer(self) -> Iterator[None]:
         """One writer per collection: a thread lock in this process and a file lock across processes."""
-        with self._write_lock, open(self.root / "write.lock", "a+") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+        with self._write_lock, file_lock(self.root / "write.lock"):
+            yield
 
     @property
     def shard_list(self) -> list[Collection]:

@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 
 from indexing.collection import Collection
-from indexing.docstore import passage_text
 from models import Embedder
 from models.cde.context import CorpusContext
+from velaio.text import passage_text
 
 log = logging.getLogger("vela.context")
 CONTEXT_DIR = "context"

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from velaio.files import connect_sqlite, init_sqlite, rollback
+from velaio.text import passage_text
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS documents (
@@ -306,8 +307,3 @@ class DocStore:
             emb = np.stack([np.frombuffer(r[4], dtype=np.float32) for r in rows])  # (n, d)
             yield pids, docs, texts, emb
             last = int(pids[-1])
-
-
-def passage_text(title: str, body: str) -> str:
-    """What the embedder and BM25 read for a passage: the document title, then the passage."""
-    return f"{title}\n{body}" if title else body

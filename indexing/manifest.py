@@ -13,7 +13,6 @@ of the last KEEP_MANIFESTS names (and temporary folders of a crashed build) are 
 
 from __future__ import annotations
 
-import fcntl
 import io
 import json
 import shutil
@@ -22,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from velaio.files import write_atomic
+from velaio.files import try_file_lock, write_atomic
 
 CURRENT = "CURRENT"
 # The current manifest and three before it: a reader may still be loading one, and a sharded collection's set
@@ -132,10 +131,5 @@ def collect_garbage(directory: Path) -> list[str]:
 
 def _merge_lock_free(directory: Path) -> bool:
     """True when no merge runs on this shard (a merge builds under merging-*, holding merge.lock)."""
-    with open(directory / "merge.lock", "a+") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        fcntl.flock(fh, fcntl.LOCK_UN)
-        return True
+    with try_file_lock(directory / "merge.lock") as free:
+        return free

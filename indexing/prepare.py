@@ -9,9 +9,10 @@ from typing import Any
 
 from indexing.chunking import ChunkingParams, chunk_text
 from indexing.collection import Collection
-from indexing.docstore import StoredDocument, passage_text
+from indexing.docstore import StoredDocument
 from models import Embedder
 from models.cde.context import CorpusContext
+from velaio.text import passage_text
 
 
 def content_hash(doc: dict[str, Any], chunking: Any) -> str:

@@ -34,7 +34,7 @@ from indexing.merge_policy import TieredMergePolicy
 from indexing.postings import Postings
 from indexing.segment import Segment, SegmentBuilder
 from models.cde.context import CorpusContext
-from velaio.files import file_lock
+from velaio.files import file_lock, try_file_lock
 
 log = logging.getLogger("vela.segments")
 _thread_locks: dict[str, threading.Lock] = {}
@@ -145,12 +145,8 @@ class ShardWriter:
         merge runs on this shard. Safe to kill at any point (the next commit removes what it left)."""
         policy = policy or TieredMergePolicy()
         self.dir.mkdir(parents=True, exist_ok=True)
-        with open(self.dir / "merge.lock", "a+") as fh:
-            try:
-                import fcntl
-
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
+        with try_file_lock(self.dir / "merge.lock") as ours:
+            if not ours:
                 return False
             m = current_manifest(self.dir)
             picked = policy.pick(m["segments"]) if m else []

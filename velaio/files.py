@@ -56,6 +56,21 @@ def file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+@contextmanager
+def try_file_lock(path: Path) -> Iterator[bool]:
+    """file_lock without waiting: yields False (and holds nothing) when another holder has it."""
+    with open(path, "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def init_sqlite(path: Path, init: Callable[[sqlite3.Connection], None]) -> None:
     """Create or migrate a database that several processes may open at the same moment.
 
