@@ -3,7 +3,7 @@
 `vela serve` runs in its own process on loopback; an httpx asyncio driver keeps `concurrency` requests in
 flight (closed loop) for `--seconds` per setting. Modes: bm25, dense (full and 256-d + rescore), hybrid.
 The same run also measures the bare query encoder (one query per forward pass, in this process, before
-the load starts) and, for the ratio the issue asks for, the hybrid path with micro-batching turned off
+the load starts) and, as the baseline of the batching speed-up, the hybrid path with micro-batching turned off
 (VELA_QUERY_BATCH_MAX=1: one forward pass per request).
 
 SciFact (the whole corpus, ingested once through the API and kept under .vela-bench/) is the default

@@ -1,0 +1,79 @@
+"""The documentation: the mkdocs site builds strictly, the README stays a short way in, and no page speaks of
+tracker numbers."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+MAX_README_LINES = 200
+# The word issue (or ticket), then a number, with or without '#': how a tracker number reads in prose.
+ISSUE_NUMBER = re.compile(r"\b[Ii]ssues? ?#?[0-9]|\b[Tt]ickets? ?#?[0-9]")
+# Markdown links and images with a relative target: [text](target) or ![alt](target).
+RELATIVE_LINK = re.compile(r"!?\[[^\]]*\]\((?!https?://|mailto:|#)([^)\s]+)\)")
+RESULT_FILE = re.compile(r"bench/results/([A-Za-z0-9_.-]+\.json)")
+
+
+def _user_docs() -> list[Path]:
+    return [README, ROOT / "mkdocs.yml", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+def test_site_builds_strictly_without_warnings(tmp_path: Path) -> None:
+    pytest.importorskip("mkdocs", reason="mkdocs is not installed (it is pinned in requirements.lock)")
+    pytest.importorskip("material", reason="mkdocs-material is not installed (it is pinned in requirements.lock)")
+    site = tmp_path / "site"
+    # NO_MKDOCS_2_WARNING: mkdocs-material prints a banner about its end of life on every build, not a doc problem.
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(ROOT / "mkdocs.yml")]
+        + ["--site-dir", str(site)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    log = done.stdout + done.stderr
+    warnings = [line for line in log.splitlines() if line.startswith(("WARNING", "ERROR"))]
+    assert done.returncode == 0, log
+    assert warnings == []
+    assert (site / "index.html").is_file()
+    assert (site / "results" / "index.html").is_file()
+
+
+def test_readme_is_a_short_way_in() -> None:
+    lines = README.read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= MAX_README_LINES, f"README.md has {len(lines)} lines; move detail into docs/"
+
+
+def test_no_user_facing_page_mentions_issue_numbers() -> None:
+    hits = [
+        f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+        for path in _user_docs()
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+        if ISSUE_NUMBER.search(line)
+    ]
+    assert hits == []
+
+
+def test_readme_links_point_at_files_that_exist() -> None:
+    targets = RELATIVE_LINK.findall(README.read_text(encoding="utf-8"))
+    assert targets, "the README links into docs/"
+    missing = [t for t in targets if not (ROOT / t.split("#", 1)[0]).exists()]
+    assert missing == []
+
+
+def test_every_cited_result_file_exists() -> None:
+    cited = {name for path in _user_docs() for name in RESULT_FILE.findall(path.read_text(encoding="utf-8"))}
+    # Patterns such as eval-DATASET.json or NAME.json name a family of files, not one.
+    concrete = {name for name in cited if not re.search(r"[A-Z]{3,}", name)}
+    assert concrete, "the docs cite their result files"
+    missing = sorted(name for name in concrete if not (ROOT / "bench" / "results" / name).is_file())
+    assert missing == []
