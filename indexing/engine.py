@@ -41,7 +41,9 @@ class ShardSearcher:
             v = self._views.get(version)
             if v is None:
                 reuse = [s for old in self._views.values() for s in old.segments]
-                v = self._views[version] = ShardView.load(self.dir, version, reuse)
+                last = self._views[max(self._views)] if self._views else None
+                block = last.block.data if last is not None and last.block is not None else None
+                v = self._views[version] = ShardView.load(self.dir, version, reuse, block)
                 for old in sorted(self._views)[:-KEEP_VIEWS]:
                     del self._views[old]
             return v

@@ -8,7 +8,6 @@ live document frequencies, lengths and counts. Segments unchanged since the prev
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +16,9 @@ import numpy as np
 
 from indexing.bm25 import BM25Params
 from indexing.dense import exact_scores, search
+from indexing.live_segment import BlockData, LiveSegment, Searchable, SegmentBlock, blockable
 from indexing.manifest import load_dead, read_manifest
-from indexing.postings import TermStats
+from indexing.postings import TermStats, score_segments
 from indexing.segment import Segment
 from models.cde.context import CorpusContext
 from models.embedder.modeling_embedder import truncate_embeddings
@@ -27,57 +27,44 @@ Lists = list[tuple[np.ndarray, np.ndarray]]  # per query: (passage ids, scores),
 SCORE_SLACK = 1e-3  # FAISS's float32 inner products of unit vectors err by ~1e-6: a wide margin
 
 
-@dataclass
-class LiveSegment:
-    seg: Segment
-    live: np.ndarray  # (rows,) bool
-    n_live: int
-    selector: Any  # faiss.IDSelectorBitmap over live rows, or None when nothing is deleted
-    bits: np.ndarray  # the selector's bitmap: FAISS keeps a pointer, so the array must outlive it
-    live_df: np.ndarray  # (V,) live passages containing each term of the segment's vocabulary
-    total_len: int
-
-    @classmethod
-    def make(cls, seg: Segment, dead: np.ndarray) -> LiveSegment:
-        live = ~dead
-        bits = np.packbits(live, bitorder="little")
-        selector = faiss.IDSelectorBitmap(len(seg), faiss.swig_ptr(bits)) if dead.any() else None
-        lengths = np.asarray(seg.postings.lengths, dtype=np.int64)
-        return cls(
-            seg,
-            live,
-            int(live.sum()),
-            selector,
-            bits,
-            seg.postings.live_df(live if dead.any() else None),
-            int(lengths[live].sum()),
-        )
-
-    def params(self, index: faiss.Index, k: int) -> Any:
-        """Search parameters: the live-row selector, and an HNSW candidate list of at least k."""
-        hnsw = getattr(index, "hnsw", None)
-        fa: Any = faiss  # the stubs lack the selector keyword
-        if hnsw is not None:
-            return fa.SearchParametersHNSW(sel=self.selector, efSearch=max(k, hnsw.efSearch))
-        return fa.SearchParameters(sel=self.selector) if self.selector is not None else None
-
-
 class ShardView:
     def __init__(
-        self, version: int, manifest: dict[str, Any], parts: list[LiveSegment], context: CorpusContext | None
+        self,
+        version: int,
+        manifest: dict[str, Any],
+        parts: list[LiveSegment],
+        context: CorpusContext | None,
+        previous: BlockData | None = None,
     ) -> None:
         self.version, self.manifest, self.parts, self.context = version, manifest, parts, context
         self.bm25_params = BM25Params.from_json(manifest["bm25"])
         self.n_live = sum(p.n_live for p in parts)
+        self.total_len = sum(p.total_len for p in parts)
         self._all_df: dict[str, int] | None = None
+        # What full-dim dense and BM25 search go over: the small flat segments as one block, the rest alone.
+        small = blockable(parts)
+        self.block = SegmentBlock.make(small, previous) if small else None
+        in_block = {id(p) for p in small}
+        rest: list[Searchable] = [p for p in parts if p.n_live and id(p) not in in_block]
+        self.targets: list[Searchable] = [*([self.block] if self.block else []), *rest]
         # passage -> document number over every segment, for grouping hits by document
         pids = np.concatenate([p.seg.pids for p in parts]) if parts else np.empty(0, np.int64)
         docs = np.concatenate([p.seg.docs for p in parts]) if parts else np.empty(0, np.int64)
         order = np.argsort(pids, kind="stable")
         self._pids, self._docs = pids[order], docs[order]
+        # The targets' rows numbered one after another, for BM25 over all of them in one pass.
+        t = self.targets
+        self._bases = np.cumsum([0] + [len(x.pids) for x in t[:-1]]).astype(np.int64) if t else np.empty(0, np.int64)
+        self._row_pid = np.concatenate([x.pids for x in t]) if t else np.empty(0, np.int64)
+        self._row_live = np.concatenate([x.live for x in t]) if t else np.empty(0, bool)
+        self._row_len = np.concatenate([x.postings.lengths for x in t]).astype(np.float64) if t else np.empty(0)
 
     @classmethod
-    def load(cls, directory: Path, version: int, reuse: Sequence[Segment] = ()) -> ShardView:
+    def load(
+        cls, directory: Path, version: int, reuse: Sequence[Segment] = (), block: BlockData | None = None
+    ) -> ShardView:
+        """The view of manifest `version`; segments in `reuse` are not read again, and `block` (the previous
+        view's) is extended rather than copied again when it holds the same small segments."""
         manifest = read_manifest(directory, version)
         ef = manifest.get("dense_index", {}).get("ef_search")
         known = {s.name: s for s in reuse}
@@ -87,7 +74,7 @@ class ShardView:
             parts.append(LiveSegment.make(seg, load_dead(directory, e)))
         ctx = manifest.get("context")
         context = CorpusContext.load(directory / f"ctx-{ctx}") if ctx else None
-        view = cls(version, manifest, parts, context)
+        view = cls(version, manifest, parts, context, block)
         if view.bm25_params.method == "okapi":
             view.all_df()  # okapi's idf floor needs every term's df: counted now, not on a query
         return view
@@ -104,19 +91,19 @@ class ShardView:
     # --- BM25 statistics -----------------------------------------------------------------------
     def term_stats(self, terms: set[str]) -> TermStats:
         df: dict[str, int] = {}
-        for p in self.parts:
-            vocab = p.seg.postings.vocab
+        for p in self.targets:
+            vocab = p.postings.vocab
             for t in terms:
                 i = vocab.get(t)
                 if i is not None and p.live_df[i]:
                     df[t] = df.get(t, 0) + int(p.live_df[i])
-        return TermStats(self.n_live, sum(p.total_len for p in self.parts), df)
+        return TermStats(self.n_live, self.total_len, df)
 
     def all_df(self) -> dict[str, int]:
         if self._all_df is None:
             out: dict[str, int] = {}
-            for p in self.parts:
-                terms = p.seg.postings.terms
+            for p in self.targets:
+                terms = p.postings.terms
                 for t, c in zip(terms, p.live_df[: len(terms)].tolist(), strict=True):
                     if c:
                         out[t] = out.get(t, 0) + c
@@ -129,10 +116,11 @@ class ShardView:
         small: the Matryoshka prefix index makes a shortlist of rescore_factor x f over all segments, merged,
         which the full vectors then rank (rescore_factor 0: the prefix index's own ranking and cosines)."""
         q = np.ascontiguousarray(qv, dtype=np.float32)  # (nq, d)
-        parts = [p for p in self.parts if p.n_live]
         if not small:
-            found = [self._search(p, p.seg.full, q, min(f, p.n_live)) for p in parts]
-            return self._exact_top(parts, found, q, f)
+            targets = self.targets
+            found = [self._search(t, t.full, q, min(f, t.n_live)) for t in targets]
+            return self._exact_top(targets, found, q, f)
+        parts = [p for p in self.parts if p.n_live]
         s = max(f * rescore_factor, f)
         qs = truncate_embeddings(q, int(self.manifest["small_dim"]))  # (nq, small_dim)
         found = [self._search(p, p.seg.small, qs, min(s, p.n_live)) for p in parts]
@@ -167,7 +155,9 @@ class ShardView:
         return out
 
     @staticmethod
-    def _search(p: LiveSegment, index: faiss.Index, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    def _search(
+        p: LiveSegment | SegmentBlock, index: faiss.Index, q: np.ndarray, k: int
+    ) -> tuple[np.ndarray, np.ndarray]:
         params = p.params(index, k)
         if params is None:
             return search(index, q, k)
@@ -175,7 +165,7 @@ class ShardView:
 
     @staticmethod
     def _exact_top(
-        parts: list[LiveSegment], found: list[tuple[np.ndarray, np.ndarray]], q: np.ndarray, f: int
+        parts: Sequence[Searchable], found: list[tuple[np.ndarray, np.ndarray]], q: np.ndarray, f: int
     ) -> Lists:
         """Per query, the top f of every segment's candidates by exact float64 cosine. Only candidates whose
         FAISS score comes within SCORE_SLACK of the f-th best are rescored: FAISS's float32 scores are off by
@@ -201,23 +191,23 @@ class ShardView:
             for i in np.unique(seg).tolist():
                 mine = seg == i
                 p = parts[i]
-                pids[mine] = p.seg.pids[rows[mine]]
-                exact[mine] = exact_scores(p.seg.vectors(rows[mine])[None], q[qi : qi + 1])[0]
+                pids[mine] = p.pids[rows[mine]]
+                exact[mine] = exact_scores(p.vectors(rows[mine])[None], q[qi : qi + 1])[0]
             order = np.lexsort((pids, -exact))[:f]
             out.append((pids[order], exact[order]))
         return out
 
     def bm25(self, queries: Sequence[list[str]], stats: TermStats) -> Lists:
         """Every live passage that shares a term with the query and scores above 0, best first."""
-        per_seg = []
-        for p in self.parts:
-            lists = []
-            for tokens in queries:
-                rows, scores = p.seg.postings.score(tokens, stats, self.bm25_params)
-                keep = p.live[rows] & (scores > 0)
-                lists.append((p.seg.pids[rows[keep]], scores[keep].astype(np.float32)))
-            per_seg.append(lists)
-        return _merge(per_seg, len(queries), None)
+        postings = [p.postings for p in self.targets]
+        out: Lists = []
+        for tokens in queries:
+            rows, scores = score_segments(postings, self._bases, self._row_len, tokens, stats, self.bm25_params)
+            keep = self._row_live[rows] & (scores > 0)
+            pids, sc = self._row_pid[rows[keep]], scores[keep].astype(np.float32)
+            order = np.lexsort((pids, -sc))
+            out.append((pids[order], sc[order]))
+        return out
 
     def doc_numbers(self, pids: np.ndarray) -> np.ndarray:
         """Document number of each passage id (every id asked for is in one of this view's segments)."""

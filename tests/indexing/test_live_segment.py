@@ -1,0 +1,60 @@
+"""The block of small segments: extended from the previous view's block, it holds exactly what a fresh copy
+of the same segments would, and its postings score exactly like the segments' own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from indexing.bm25 import BM25Params
+from indexing.dense import DenseIndexParams
+from indexing.live_segment import BlockData
+from indexing.postings import Postings, TermStats, concat_postings, score_segments
+from indexing.segment import Segment, SegmentBuilder
+
+WORDS = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta"]
+
+
+def _segment(root: Path, rng: np.random.Generator, first_pid: int, rows: int) -> Segment:
+    b = SegmentBuilder(rows=rows, dim=8, small_dim=4, dense=DenseIndexParams(kind="flat"))
+    vecs = rng.standard_normal((rows, 8)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    tokens = [list(rng.choice(WORDS, size=int(rng.integers(1, 6)))) for _ in range(rows)]
+    pids = np.arange(first_pid, first_pid + rows, dtype=np.int64)
+    b.add(pids, pids // 2, vecs, tokens)
+    return Segment.load(root / b.finish(root))
+
+
+def test_an_extended_block_equals_a_fresh_one(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    segs = [_segment(tmp_path, rng, 100 * i, int(rng.integers(1, 40))) for i in range(5)]
+    grown = BlockData.build(segs[:3], None)
+    grown = BlockData.build(segs, grown)  # the first three reused, two appended
+    fresh = BlockData.build(segs, None)
+    assert grown.names == fresh.names
+    np.testing.assert_array_equal(grown.xb, fresh.xb)
+    np.testing.assert_array_equal(grown.pids, fresh.pids)
+    for name in ("indptr", "rows", "tf", "lengths"):
+        np.testing.assert_array_equal(getattr(grown.postings, name), getattr(fresh.postings, name))
+    assert grown.postings.terms == fresh.postings.terms
+    other = BlockData.build([segs[1], segs[0]], grown)  # not a prefix: copied afresh
+    np.testing.assert_array_equal(other.pids, np.concatenate([segs[1].pids, segs[0].pids]))
+
+
+def test_block_postings_score_like_the_segments(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    segs = [_segment(tmp_path, rng, 100 * i, int(rng.integers(1, 40))) for i in range(4)]
+    parts: list[Postings] = [s.postings for s in segs]
+    block = concat_postings(parts)
+    bases = np.cumsum([0] + [len(p) for p in parts[:-1]]).astype(np.int64)
+    lengths = np.concatenate([p.lengths for p in parts]).astype(np.float64)
+    df = {w: int(sum(p.live_df(None)[p.vocab[w]] for p in parts if w in p.vocab)) for w in WORDS}
+    stats = TermStats(len(lengths), int(lengths.sum()), df)
+    for method in ("lucene", "bm25l", "bm25+", "robertson"):
+        params = BM25Params(method=method)
+        for query in (["alpha", "beta"], ["theta", "theta", "eta"], ["nothing"]):
+            a_rows, a_scores = score_segments(parts, bases, lengths, query, stats, params)
+            b_rows, b_scores = block.score(query, stats, params)
+            np.testing.assert_array_equal(a_rows, b_rows)
+            np.testing.assert_array_equal(a_scores, b_scores)
