@@ -1,0 +1,80 @@
+"""Typed client for the Vela retrieval API: `VelaClient` (blocking) and `AsyncVelaClient` (asyncio or trio).
+
+    from vela_client import VelaClient
+
+    with VelaClient("http://127.0.0.1:8000", api_key="...") as vela:
+        vela.index("docs", [{"id": "a", "text": "..."}], wait=True)
+        hits = vela.search("docs", "a question", k=5).hits
+
+Imports only httpx, pydantic and anyio: no model or index code comes with it.
+"""
+
+from vela_client.async_client import AsyncVelaClient
+from vela_client.calls import DocumentLike, SearchOptions
+from vela_client.errors import (
+    Conflict,
+    ConnectionFailed,
+    InvalidRequest,
+    JobFailed,
+    JobWaitTimeout,
+    NotFound,
+    PayloadTooLarge,
+    ServerError,
+    Timeout,
+    Unauthorized,
+    Unavailable,
+    VelaError,
+)
+from vela_client.models import (
+    BatchSearchResponse,
+    Collection,
+    Document,
+    Health,
+    Hit,
+    Job,
+    JobAccepted,
+    PassageRef,
+    Ranks,
+    Readiness,
+    Rerank,
+    RerankInfo,
+    SearchResponse,
+)
+from vela_client.retry import NO_RETRY, RetryPolicy
+from vela_client.sync_client import VelaClient
+from vela_client.version import __version__
+
+__all__ = [
+    "NO_RETRY",
+    "AsyncVelaClient",
+    "BatchSearchResponse",
+    "Collection",
+    "Conflict",
+    "ConnectionFailed",
+    "Document",
+    "DocumentLike",
+    "Health",
+    "Hit",
+    "InvalidRequest",
+    "Job",
+    "JobAccepted",
+    "JobFailed",
+    "JobWaitTimeout",
+    "NotFound",
+    "PassageRef",
+    "PayloadTooLarge",
+    "Ranks",
+    "Readiness",
+    "Rerank",
+    "RerankInfo",
+    "RetryPolicy",
+    "SearchOptions",
+    "SearchResponse",
+    "ServerError",
+    "Timeout",
+    "Unauthorized",
+    "Unavailable",
+    "VelaClient",
+    "VelaError",
+    "__version__",
+]

@@ -1,0 +1,233 @@
+"""`AsyncVelaClient`: the client for asyncio and trio (through anyio); the methods of `VelaClient`, awaited."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterable, Mapping
+from types import TracebackType
+from typing import Any, Literal, TypeVar, Unpack, overload
+
+import anyio
+import httpx
+
+from vela_client import calls
+from vela_client.calls import DocumentLike, SearchOptions
+from vela_client.config import DEFAULT_TIMEOUT_S
+from vela_client.config import http_options as _options
+from vela_client.errors import error_from_transport
+from vela_client.models import BatchSearchResponse, Collection, Health, Job, JobAccepted, Readiness, SearchResponse
+from vela_client.retry import RetryPolicy, retry_delay
+from vela_client.routes import Call
+from vela_client.waiting import AsyncProgressCallback, JobRef, JobWatch, finished, job_id_of
+
+T = TypeVar("T")
+
+
+class AsyncVelaClient:
+    """A Vela API client over one `httpx.AsyncClient` (a connection pool: share one client, and close it).
+
+    `base_url` and `api_key` default to VELA_URL and VELA_API_KEY. `retry` governs 503 answers and connection
+    errors (see `RetryPolicy`); `http_options` go to `httpx.AsyncClient` as they are (proxy, verify, transport, limits).
+    """
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        *,
+        api_key: str | None = None,
+        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT_S,
+        retry: RetryPolicy | None = None,
+        headers: Mapping[str, str] | None = None,
+        http_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        options = _options(base_url=base_url, api_key=api_key, timeout=timeout, headers=headers, extra=http_options)
+        self._http = httpx.AsyncClient(**options)
+        self.retry = retry or RetryPolicy()
+
+    @property
+    def base_url(self) -> str:
+        return str(self._http.base_url)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncVelaClient:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def _send(self, call: Call[T]) -> T:
+        attempt = 1
+        while True:
+            try:
+                response = await self._http.request(call.route.method, call.path, json=call.json, params=call.params)
+            except httpx.TransportError as exc:
+                delay = retry_delay(self.retry, call.route, attempt, error=exc)
+                if delay is None:
+                    raise error_from_transport(exc, call.route.method, call.path) from exc
+            else:
+                delay = retry_delay(self.retry, call.route, attempt, response=response)
+                if delay is None:
+                    return call.parse(response)
+            await anyio.sleep(delay)
+            attempt += 1
+
+    # Health
+
+    async def health(self) -> Health:
+        """Liveness: the process answers."""
+        return await self._send(calls.healthz())
+
+    async def ready(self) -> Readiness:
+        """Readiness; raises Unavailable (code `not_ready`) at once, without retrying, while the server starts."""
+        return await self._send(calls.readyz())
+
+    async def metrics(self) -> str:
+        """The Prometheus text exposition."""
+        return await self._send(calls.metrics())
+
+    # Collections and documents
+
+    async def list_collections(self) -> list[Collection]:
+        return await self._send(calls.list_collections())
+
+    async def get_collection(self, name: str) -> Collection:
+        """Counts, embedder, dims and index sizes; NotFound (`collection_not_found`) when there is none."""
+        return await self._send(calls.get_collection(name))
+
+    async def delete_collection(self, name: str) -> None:
+        """Delete a collection, its documents and indexes (its pending jobs are cancelled)."""
+        return await self._send(calls.delete_collection(name))
+
+    @overload
+    async def index(
+        self,
+        collection: str,
+        documents: Iterable[DocumentLike],
+        *,
+        embedder: str | None = None,
+        shards: int | None = None,
+        wait: Literal[False] = False,
+    ) -> JobAccepted: ...
+
+    @overload
+    async def index(
+        self,
+        collection: str,
+        documents: Iterable[DocumentLike],
+        *,
+        embedder: str | None = None,
+        shards: int | None = None,
+        wait: Literal[True],
+        on_progress: AsyncProgressCallback | None = None,
+        timeout: float | None = None,
+    ) -> Job: ...
+
+    async def index(
+        self,
+        collection: str,
+        documents: Iterable[DocumentLike],
+        *,
+        embedder: str | None = None,
+        shards: int | None = None,
+        wait: bool = False,
+        on_progress: AsyncProgressCallback | None = None,
+        timeout: float | None = None,
+    ) -> JobAccepted | Job:
+        """Upsert documents by id (the collection is created on first use, with `embedder` and `shards`).
+
+        Returns the accepted job at once; with `wait=True`, waits for it (see `wait_job`) and returns its final
+        state, raising JobFailed if it did not succeed."""
+        accepted = await self._send(calls.index(collection, documents, embedder=embedder, shards=shards))
+        return await self._maybe_wait(accepted, wait, on_progress, timeout)
+
+    @overload
+    async def delete_document(self, collection: str, doc_id: str, *, wait: Literal[False] = False) -> JobAccepted: ...
+
+    @overload
+    async def delete_document(
+        self,
+        collection: str,
+        doc_id: str,
+        *,
+        wait: Literal[True],
+        on_progress: AsyncProgressCallback | None = None,
+        timeout: float | None = None,
+    ) -> Job: ...
+
+    async def delete_document(
+        self,
+        collection: str,
+        doc_id: str,
+        *,
+        wait: bool = False,
+        on_progress: AsyncProgressCallback | None = None,
+        timeout: float | None = None,
+    ) -> JobAccepted | Job:
+        """Delete one document (any id: it is percent-encoded) through a job, like `index`."""
+        accepted = await self._send(calls.delete_document(collection, doc_id))
+        return await self._maybe_wait(accepted, wait, on_progress, timeout)
+
+    # Search
+
+    async def search(self, collection: str, query: str, **options: Unpack[SearchOptions]) -> SearchResponse:
+        """Dense, BM25 or hybrid search; options left out take the server's defaults."""
+        return await self._send(calls.search(query, calls.search_options(collection, options)))
+
+    async def search_batch(
+        self, collection: str, queries: Iterable[str], **options: Unpack[SearchOptions]
+    ) -> BatchSearchResponse:
+        """Many queries with the same options in one request; `results[i]` answers `queries[i]`."""
+        return await self._send(calls.search_batch(queries, calls.search_options(collection, options)))
+
+    # Jobs
+
+    async def get_job(self, job: JobRef) -> Job:
+        return await self._send(calls.get_job(job_id_of(job)))
+
+    async def cancel_job(self, job: JobRef) -> Job:
+        """Cancel a queued or running job; Conflict if it has already ended."""
+        return await self._send(calls.cancel_job(job_id_of(job)))
+
+    async def retry_job(self, job: JobRef) -> Job:
+        """Queue a failed job again; Conflict if it did not fail."""
+        return await self._send(calls.retry_job(job_id_of(job)))
+
+    async def wait_job(
+        self,
+        job: JobRef,
+        *,
+        on_progress: AsyncProgressCallback | None = None,
+        timeout: float | None = None,
+        poll_interval: float = 0.5,
+        check: bool = True,
+    ) -> Job:
+        """Poll a job until it ends and return its final state.
+
+        `on_progress(job)` (a function or a coroutine function) is called with every new state seen (status or
+        counts changed), the last included.
+        `timeout` (seconds; None waits as long as it takes) raises JobWaitTimeout; the job itself goes on.
+        With `check`, a job that ends failed or cancelled raises JobFailed."""
+        job_id = job_id_of(job)
+        watch = JobWatch(timeout=timeout, poll_interval=poll_interval)
+        while True:
+            state = await self.get_job(job_id)
+            if on_progress is not None and watch.changed(state):
+                reported = on_progress(state)
+                if inspect.isawaitable(reported):  # a coroutine function
+                    await reported
+            if state.finished:
+                return finished(state, check=check)
+            await anyio.sleep(watch.next_delay(state))
+
+    async def _maybe_wait(
+        self, accepted: JobAccepted, wait: bool, on_progress: AsyncProgressCallback | None, timeout: float | None
+    ) -> JobAccepted | Job:
+        if not wait:
+            if on_progress is not None or timeout is not None:
+                raise ValueError("on_progress and timeout apply only with wait=True")
+            return accepted
+        return await self.wait_job(accepted, on_progress=on_progress, timeout=timeout)

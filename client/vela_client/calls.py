@@ -1,0 +1,165 @@
+"""Typed arguments to `Call`s, one function per route: the part of every method the sync and async clients share.
+
+Optional arguments left as None are not sent, so the server's defaults (and any it changes later) apply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypedDict, TypeVar
+
+import httpx
+from pydantic import BaseModel, ValidationError
+
+from vela_client import routes
+from vela_client.errors import VelaError, error_from_response
+from vela_client.models import (
+    BatchSearchResponse,
+    Collection,
+    CollectionList,
+    Dim,
+    Document,
+    Health,
+    Job,
+    JobAccepted,
+    Mode,
+    Readiness,
+    Rerank,
+    SearchResponse,
+)
+from vela_client.routes import Call
+
+M = TypeVar("M", bound=BaseModel)
+DocumentLike = Document | Mapping[str, Any]
+RerankLike = Rerank | Mapping[str, Any]
+
+
+def _checked(response: httpx.Response) -> httpx.Response:
+    if response.status_code >= 400:
+        raise error_from_response(response)
+    return response
+
+
+def _model(cls: type[M]) -> Callable[[httpx.Response], M]:
+    def parse(response: httpx.Response) -> M:
+        _checked(response)
+        try:
+            return cls.model_validate_json(response.content)
+        except ValidationError as exc:
+            raise VelaError(
+                f"unexpected {cls.__name__} response from {response.request.url}: {exc}",
+                code="bad_response",
+                status=response.status_code,
+            ) from exc
+
+    return parse
+
+
+def _no_content(response: httpx.Response) -> None:
+    _checked(response)
+
+
+def _text(response: httpx.Response) -> str:
+    return _checked(response).text
+
+
+def _set(**fields: Any) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+def healthz() -> Call[Health]:
+    return routes.HEALTHZ.call(_model(Health))
+
+
+def readyz() -> Call[Readiness]:
+    return routes.READYZ.call(_model(Readiness))
+
+
+def metrics() -> Call[str]:
+    return routes.METRICS.call(_text)
+
+
+def list_collections() -> Call[list[Collection]]:
+    parse = _model(CollectionList)
+    return routes.LIST_COLLECTIONS.call(lambda r: parse(r).collections)
+
+
+def get_collection(name: str) -> Call[Collection]:
+    return routes.GET_COLLECTION.call(_model(Collection), name=name)
+
+
+def delete_collection(name: str) -> Call[None]:
+    return routes.DELETE_COLLECTION.call(_no_content, name=name)
+
+
+def delete_document(collection: str, doc_id: str) -> Call[JobAccepted]:
+    return routes.DELETE_DOCUMENT.call(_model(JobAccepted), name=collection, doc_id=doc_id)
+
+
+def _document(doc: DocumentLike) -> dict[str, Any]:
+    if isinstance(doc, Document):
+        return doc.model_dump(exclude_none=True)
+    return dict(doc)
+
+
+def index(
+    collection: str, documents: Iterable[DocumentLike], *, embedder: str | None, shards: int | None
+) -> Call[JobAccepted]:
+    body = _set(collection=collection, embedder=embedder, shards=shards)
+    body["documents"] = [_document(d) for d in documents]
+    return routes.INDEX.call(_model(JobAccepted), json=body)
+
+
+class SearchOptions(TypedDict, total=False):
+    """Keyword options of `search` and `search_batch` (see the API reference for each one's meaning and default)."""
+
+    k: int
+    mode: Mode
+    dim: Dim | int
+    rrf_k: int
+    depth: int
+    weights: Mapping[str, float]
+    group_by_doc: bool
+    rescore: bool
+    rerank: RerankLike
+
+
+def search_options(collection: str, options: SearchOptions) -> dict[str, Any]:
+    """The options `search` and `search_batch` share, as the request body holds them."""
+    unknown = sorted(set(options) - set(SearchOptions.__annotations__))
+    if unknown:
+        raise TypeError(f"unknown search options: {', '.join(unknown)}")
+    body: dict[str, Any] = {"collection": collection}
+    for key, value in options.items():
+        if value is None:
+            continue
+        if key == "dim":
+            value = str(value)  # the API spells the small index "256", a string
+        elif isinstance(value, BaseModel):
+            value = value.model_dump(exclude_none=True)
+        elif isinstance(value, Mapping):
+            value = dict(value)
+        body[key] = value
+    return body
+
+
+def search(query: str, options: dict[str, Any]) -> Call[SearchResponse]:
+    return routes.SEARCH.call(_model(SearchResponse), json={**options, "query": query})
+
+
+def search_batch(queries: Iterable[str], options: dict[str, Any]) -> Call[BatchSearchResponse]:
+    if isinstance(queries, str):  # a str is an iterable of one-letter queries: surely a mistake
+        raise TypeError("queries must be a list of strings, not one string (use search for one query)")
+    return routes.SEARCH_BATCH.call(_model(BatchSearchResponse), json={**options, "queries": list(queries)})
+
+
+def get_job(job_id: str) -> Call[Job]:
+    return routes.GET_JOB.call(_model(Job), job_id=job_id)
+
+
+def cancel_job(job_id: str) -> Call[Job]:
+    return routes.CANCEL_JOB.call(_model(Job), job_id=job_id)
+
+
+def retry_job(job_id: str) -> Call[Job]:
+    return routes.RETRY_JOB.call(_model(Job), job_id=job_id)

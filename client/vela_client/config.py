@@ -1,0 +1,43 @@
+"""Connection settings shared by the sync and async clients."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+from vela_client.version import __version__
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+# A little over the server's default request deadline (VELA_REQUEST_TIMEOUT_S, 60 s): a slow request then ends in
+# the server's own 503 `timeout`, which says what to do, rather than in a client-side timeout.
+DEFAULT_TIMEOUT_S = 75.0
+
+
+def http_options(
+    *,
+    base_url: str | None,
+    api_key: str | None,
+    timeout: float | httpx.Timeout,
+    headers: Mapping[str, str] | None,
+    extra: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """Keyword arguments of `httpx.Client` / `httpx.AsyncClient`.
+
+    Unset `base_url` and `api_key` come from VELA_URL and VELA_API_KEY (then the local default, and no key), so
+    that an application's code need not carry its deployment's address or secret. The key goes as
+    `Authorization: Bearer`, which the API accepts beside `X-API-Key`."""
+    url = base_url or os.environ.get("VELA_URL") or DEFAULT_URL
+    key = api_key if api_key is not None else os.environ.get("VELA_API_KEY")
+    sent = {"User-Agent": f"vela-client/{__version__} httpx/{httpx.__version__}", "Accept": "application/json"}
+    if key:
+        sent["Authorization"] = f"Bearer {key}"
+    sent.update(headers or {})
+    return {
+        "base_url": url,
+        "headers": sent,
+        "timeout": timeout,
+        **(extra or {}),
+    }

@@ -1,0 +1,147 @@
+"""Typed bodies of the Vela API, as the client sees them.
+
+Responses keep fields a newer server adds (`model_extra`) instead of failing on them, and status-like fields are
+plain strings, so that an older client still reads a newer server. Request models only shape what is sent: the
+server validates it (and answers 422 with the reasons).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Mode = Literal["dense", "bm25", "hybrid"]
+Dim = Literal["full", "256"]
+
+# Job statuses after which a job changes no more.
+TERMINAL_STATUSES = frozenset({"succeeded", "failed", "cancelled"})
+
+
+class _Response(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class Health(_Response):
+    status: str
+
+
+class Readiness(_Response):
+    status: str
+    collections: int
+    embedders: int
+
+
+class Job(_Response):
+    """A background job (ingest or delete): status, progress, speed and ETA."""
+
+    id: str
+    collection: str
+    kind: str
+    status: str = Field(description="queued, running, succeeded, failed or cancelled")
+    done: int
+    total: int
+    docs_per_s: float | None = None
+    eta_s: float | None = None
+    error: str | None = None
+    worker: str | None = None
+    attempts: int = 0
+    created_at: float
+    started_at: float | None = None
+    finished_at: float | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status == "succeeded"
+
+
+class JobAccepted(_Response):
+    """The answer to a write: the job that will do it."""
+
+    job_id: str
+    status: str
+    url: str
+
+
+class Collection(_Response):
+    name: str
+    documents: int
+    passages: int
+    embedder: str
+    dims: dict[str, int]
+    index: dict[str, Any]
+    chunking: dict[str, int]
+    created_at: float
+    shards: int = 1
+
+
+class CollectionList(_Response):
+    collections: list[Collection]
+
+
+class PassageRef(_Response):
+    id: int
+    index: int
+    start: int
+    end: int
+
+
+class Ranks(_Response):
+    dense: int | None = None
+    bm25: int | None = None
+
+
+class Hit(_Response):
+    id: str
+    score: float
+    title: str
+    text: str
+    metadata: dict[str, Any]
+    passage: PassageRef
+    ranks: Ranks
+    rerank_score: float | None = None
+
+
+class RerankInfo(_Response):
+    model: str
+    status: str = Field(description="ok, timeout or error")
+    top_n: int
+    scored: int
+    took_ms: float
+    error: str | None = None
+    weight: float
+
+
+class SearchResponse(_Response):
+    hits: list[Hit]
+    took_ms: float
+    rerank: RerankInfo | None = None
+
+
+class BatchSearchResponse(_Response):
+    results: list[SearchResponse]
+    took_ms: float
+
+
+class Document(BaseModel):
+    """A document to index (a plain dict with the same keys works too)."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: str
+    text: str
+    title: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class Rerank(BaseModel):
+    """Cross-encoder rerank options of a search; unset fields take the server's defaults."""
+
+    model_config = ConfigDict(extra="forbid")
+    model: str | None = None
+    top_n: int | None = None
+    max_ms: float | None = None
+    weight: float | None = None

@@ -1,0 +1,90 @@
+"""The API's routes, one constant each, and `Call`: one prepared request plus how to read its answer.
+
+Adding a route to the client takes three small steps, the same for every route:
+1. a `Route` constant here (and in `ROUTES`);
+2. a function in `vela_client.calls` that turns typed arguments into a `Call`;
+3. a one-line method in `VelaClient` and in `AsyncVelaClient` that sends that `Call`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote
+
+import httpx
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Route:
+    """One operation of the API.
+
+    `path` is its OpenAPI template ("/jobs/{job_id}"). `idempotent`: sending it twice gives the same state and the
+    same answer, so it is sent again after a connection broke mid-request. `retry`: retried at all (a readiness
+    probe answers now)."""
+
+    method: str
+    path: str
+    idempotent: bool = True
+    retry: bool = True
+
+    def call(
+        self,
+        parse: Callable[[httpx.Response], T],
+        *,
+        json: Any = None,
+        params: Mapping[str, Any] | None = None,
+        **path_params: str,
+    ) -> Call[T]:
+        for name, value in path_params.items():
+            if not isinstance(value, str) or not value:
+                raise ValueError(f"{name} must be a non-empty string, not {value!r}")
+        # Every path parameter fully percent-encoded: a document id may hold "/", "?" or "#".
+        path = self.path.format(**{k: quote(v, safe="") for k, v in path_params.items()})
+        return Call(self, path, parse, json, dict(params) if params else None)
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    route: Route
+    path: str
+    parse: Callable[[httpx.Response], T]
+    json: Any = None
+    params: dict[str, Any] | None = None
+
+
+HEALTHZ = Route("GET", "/healthz")
+READYZ = Route("GET", "/readyz", retry=False)
+METRICS = Route("GET", "/metrics")
+LIST_COLLECTIONS = Route("GET", "/collections")
+GET_COLLECTION = Route("GET", "/collections/{name}")
+# Sent twice after a connection broke, the second answer would be a 404 although the first one worked.
+DELETE_COLLECTION = Route("DELETE", "/collections/{name}", idempotent=False)
+DELETE_DOCUMENT = Route("DELETE", "/collections/{name}/documents/{doc_id}")
+# An upsert by document id: sending it twice queues two jobs that leave the same documents.
+INDEX = Route("POST", "/index")
+SEARCH = Route("POST", "/search")
+SEARCH_BATCH = Route("POST", "/search/batch")
+GET_JOB = Route("GET", "/jobs/{job_id}")
+# Likewise 409 the second time (the job has ended, or is no longer failed), so neither is sent again blindly.
+CANCEL_JOB = Route("DELETE", "/jobs/{job_id}", idempotent=False)
+RETRY_JOB = Route("POST", "/jobs/{job_id}/retry", idempotent=False)
+
+ROUTES: tuple[Route, ...] = (
+    HEALTHZ,
+    READYZ,
+    METRICS,
+    LIST_COLLECTIONS,
+    GET_COLLECTION,
+    DELETE_COLLECTION,
+    DELETE_DOCUMENT,
+    INDEX,
+    SEARCH,
+    SEARCH_BATCH,
+    GET_JOB,
+    CANCEL_JOB,
+    RETRY_JOB,
+)

@@ -1,0 +1,51 @@
+"""The retry policy and error mapping on their own: Retry-After forms, bounds, and bodies that are not JSON."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+
+import httpx
+import pytest
+from vela_client import InvalidRequest, RetryPolicy, ServerError, Unavailable, VelaError
+from vela_client.errors import error_from_response
+from vela_client.retry import parse_retry_after
+
+
+def test_retry_after_seconds_and_dates() -> None:
+    assert parse_retry_after("3") == 3.0 and parse_retry_after(" 0.5 ") == 0.5
+    assert parse_retry_after("-4") == 0.0
+    assert parse_retry_after(None) is None and parse_retry_after("soon") is None
+    past = format_datetime(datetime(2000, 1, 1, tzinfo=UTC), usegmt=True)
+    assert parse_retry_after(past) == 0.0
+    future = format_datetime(datetime.now(UTC) + timedelta(hours=1), usegmt=True)
+    later = parse_retry_after(future)
+    assert later is not None and 3000 < later <= 3600
+
+
+def test_policy_delays() -> None:
+    policy = RetryPolicy(backoff_s=1.0, max_backoff_s=4.0, max_retry_after_s=10.0)
+    assert policy.delay(1, "7") == 7.0 and policy.delay(1, "99") == 10.0
+    assert 0.5 <= policy.delay(1) <= 1.0 and 2.0 <= policy.delay(3) <= 4.0 and 2.0 <= policy.delay(9) <= 4.0
+    with pytest.raises(ValueError):
+        RetryPolicy(attempts=0)
+    with pytest.raises(ValueError):
+        RetryPolicy(backoff_s=-1)
+
+
+def _response(status: int, **kw: object) -> httpx.Response:
+    return httpx.Response(status, request=httpx.Request("GET", "http://vela/x"), **kw)  # type: ignore[arg-type]
+
+
+def test_errors_from_bodies_of_every_kind() -> None:
+    shaped = error_from_response(
+        _response(422, json={"error": {"code": "invalid_request", "message": "k: too small", "details": [{}]}})
+    )
+    assert isinstance(shaped, InvalidRequest) and shaped.details == [{}] and shaped.message == "k: too small"
+    plain = error_from_response(_response(503, text="Service Unavailable", headers={"X-Request-ID": "r9"}))
+    assert isinstance(plain, Unavailable) and plain.code == "unavailable" and plain.request_id == "r9"
+    empty = error_from_response(_response(502))
+    assert isinstance(empty, ServerError) and empty.code == "error" and empty.message == "HTTP 502 Bad Gateway"
+    teapot = error_from_response(_response(418, json=["not", "the", "shape"]))
+    assert type(teapot) is VelaError and teapot.status == 418
+    assert str(shaped) == "k: too small (HTTP 422, code invalid_request)"
