@@ -1,0 +1,1 @@
+"""The web console: plain HTML, JS and CSS in `static/`, shipped as package data (no build step)."""

