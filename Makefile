@@ -35,7 +35,8 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help install install-gpu serve test test-slow test-gpu fuzz lint typecheck format clean distclean redis-server
+.PHONY: help install install-gpu serve test test-slow test-gpu fuzz lint typecheck format clean distclean redis-server docs \
+	browser
 
 help:
 	@echo "make serve      install into .venv (if needed) and start the API on 127.0.0.1:8000"
@@ -45,11 +46,12 @@ help:
 	@echo "make fuzz       schemathesis: FUZZ_EXAMPLES (default 200) examples per operation, keys off and on"
 	@echo "make install    only the install step (idempotent; stamp $(STAMP))"
 	@echo "make format     ruff format + ruff check --fix"
+	@echo "make docs       build the documentation site strictly (mkdocs) into build/site"
 	@echo "make clean      remove caches; make distclean also removes $(VENV)"
 
 install: $(STAMP)
 
-$(STAMP): requirements.lock pyproject.toml
+$(STAMP): requirements.lock pyproject.toml client/pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
 		|| { echo "error: Python >= 3.11 is required ($(PYTHON) is $$($(PYTHON) --version 2>&1))" >&2; exit 1; }
 	@if [ ! -x $(BIN)/python ]; then \
@@ -59,6 +61,7 @@ $(STAMP): requirements.lock pyproject.toml
 	$(BIN)/python -m pip install --quiet $(TORCH)
 	$(BIN)/python -m pip install --quiet -r requirements.lock
 	$(BIN)/python -m pip install --quiet --no-deps -e .
+	$(BIN)/python -m pip install --quiet --no-deps -e client/  # vela-client, the typed API client
 	@test -x $(BIN)/vela || { echo "error: $(BIN)/vela was not installed" >&2; exit 1; }
 	@touch $@
 	@echo "installed into $(VENV)"
@@ -95,7 +98,14 @@ redis-server:
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq redis-server >/dev/null; }
 
-test: lint typecheck redis-server
+# The console tests (marker `browser`) drive a real headless Chromium through chromedriver; Debian's packages.
+browser:
+	@{ command -v chromium && command -v chromedriver; } >/dev/null || { \
+		echo "installing chromium and chromium-driver (apt-get)"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium chromium-driver >/dev/null; }
+
+test: lint typecheck redis-server browser
 	$(BIN)/pytest -q
 
 test-slow: $(STAMP) redis-server
@@ -107,6 +117,10 @@ FUZZ_SEED ?= 1
 fuzz: $(STAMP)
 	VELA_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) VELA_FUZZ_SEED=$(FUZZ_SEED) $(BIN)/pytest -q -p no:cacheprovider \
 		-m fuzz --timeout 3600 tests/service/test_schemathesis.py
+
+# The documentation site (mkdocs.yml, docs/): any warning, e.g. a broken link, fails the build.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 format: $(STAMP)
 	$(BIN)/ruff format .

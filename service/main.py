@@ -12,7 +12,7 @@ from fastapi import Depends, FastAPI
 from fastapi.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from service.api.routes import collections, health, index, jobs, search
+from service.api.routes import collections, health, index, jobs, search, ui
 from service.deps import require_api_key
 from service.errors import install_error_handlers
 from service.middleware import limit_body, request_guard, require_key
@@ -34,8 +34,9 @@ class _Wrap:
 
 
 def public_paths(settings: Settings) -> frozenset[str]:
-    """Paths that need no key when keys are on: the probes always; metrics and the docs unless protected."""
-    public = {"/healthz", "/readyz"}
+    """Paths that need no key when keys are on: the probes and the console always; metrics and the docs unless
+    protected."""
+    public = {"/healthz", "/readyz", *ui.PUBLIC_PATHS}  # the console's page asks for the key itself
     if not settings.protect_metrics:
         public.add("/metrics")
     if not settings.protect_docs:
@@ -82,6 +83,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for router in (index.router, jobs.router, collections.router, search.router):
         app.include_router(router, **secured)
     app.include_router(health.router)
+    app.include_router(ui.router)
     if settings.api_key_set and settings.protect_metrics:
         app.include_router(health.metrics_router, **secured)
     else:
