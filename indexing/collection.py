@@ -21,6 +21,7 @@ from indexing.chunking import ChunkingParams
 from indexing.dense import DenseIndexParams
 from indexing.docstore import DocStore, PassageHit
 from indexing.engine import LOCAL_FANOUT, LocalFanout, ShardRef
+from indexing.filters import FIELD_TYPES
 from indexing.manifest import ManifestError, current_manifest, current_version
 from indexing.merge_policy import TieredMergePolicy
 from indexing.segment import SegmentError
@@ -46,6 +47,7 @@ class IndexNotReady(RuntimeError):
 
 
 SEGMENTS_DIR = "segments"
+MAX_FIELDS = 64  # declared metadata fields of a collection
 LEGACY_INDEX_DIR = "index"  # whole-collection snapshots, before segments: rebuilt into one segment on open
 
 
@@ -60,10 +62,13 @@ class CollectionSettings:
     created_at: float = field(default_factory=time.time)
     dense_index: DenseIndexParams = field(default_factory=DenseIndexParams)
     shards: int = 1  # > 1: documents split by a hash of their id over shard directories (indexing/shards.py)
+    # Declared metadata fields {"fields": {name: type}, "strict": bool} (indexing/filters.py Schema)
+    schema: dict[str, Any] = field(default_factory=lambda: {"fields": {}, "strict": False})
 
     def __post_init__(self) -> None:
         if not 1 <= self.shards <= MAX_SHARDS:
             raise ValueError(f"shards must be between 1 and {MAX_SHARDS}, got {self.shards}")
+        check_schema(self.schema)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -83,7 +88,24 @@ class CollectionSettings:
             created_at=float(d["created_at"]),
             dense_index=DenseIndexParams.from_json(d.get("dense_index")),  # absent from older files
             shards=int(d.get("shards", 1)),
+            schema=d.get("schema") or {"fields": {}, "strict": False},
         )
+
+
+def check_schema(schema: dict[str, Any]) -> None:
+    """A collection's declared fields: {"fields": {name: type}, "strict": bool}; ValueError otherwise."""
+    if not isinstance(schema, dict) or set(schema) - {"fields", "strict"}:
+        raise ValueError('schema must be {"fields": {name: type}, "strict": bool}')
+    fields = schema.get("fields", {})
+    if not isinstance(fields, dict) or len(fields) > MAX_FIELDS:
+        raise ValueError(f"schema fields must be an object of at most {MAX_FIELDS} name: type pairs")
+    for name, kind in fields.items():
+        if not isinstance(name, str) or not 0 < len(name) <= 256:
+            raise ValueError(f"schema field name {name!r} must be 1-256 characters")
+        if kind not in FIELD_TYPES:
+            raise ValueError(f"schema field {name!r}: type must be one of {list(FIELD_TYPES)}, got {kind!r}")
+    if not isinstance(schema.get("strict", False), bool):
+        raise ValueError("schema strict must be true or false")
 
 
 def validate_name(name: str) -> str:
@@ -123,7 +145,7 @@ class Collection:
 
     def index_writer(self) -> ShardWriter:
         s = self.settings
-        extra = {"bm25": s.bm25.to_json(), "embedder": s.embedder}
+        extra = {"bm25": s.bm25.to_json(), "embedder": s.embedder, "schema": s.schema}
         return ShardWriter(self.segments_dir, dim=s.dim, small_dim=s.small_dim, dense=s.dense_index, extra=extra)
 
     # --- what searches read ------------------------------------------------------------------------
@@ -284,6 +306,7 @@ class Collection:
             },
             "chunking": asdict(self.settings.chunking),
             "created_at": self.settings.created_at,
+            "schema": self.settings.schema,
         }
         return out
 

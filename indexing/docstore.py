@@ -67,6 +67,17 @@ class StoredDocument:
 
 
 @dataclass(frozen=True)
+class PassageBatch:
+    """Passages in pid order, as a commit reads them into a new segment."""
+
+    pids: np.ndarray  # (n,) int64
+    docs: np.ndarray  # (n,) int64 document numbers (the documents table's rowid)
+    texts: list[str]  # title + passage text
+    embeddings: np.ndarray  # (n, d) float32
+    metadata: list[str]  # each passage's document metadata, JSON text as stored
+
+
+@dataclass(frozen=True)
 class PassageHit:
     pid: int
     doc_id: str
@@ -290,12 +301,17 @@ class DocStore:
     ) -> Iterator[tuple[np.ndarray, np.ndarray, list[str], np.ndarray]]:
         """Passages with ids above `after`, in pid order, in batches: (pids (n,), document numbers (n,),
         title + passage texts, embeddings (n, d))."""
+        for b in self.batches_after(after, batch_size):
+            yield b.pids, b.docs, b.texts, b.embeddings
+
+    def batches_after(self, after: int, batch_size: int = 4096) -> Iterator[PassageBatch]:
+        """Passages with ids above `after`, in pid order, in batches, with their documents' metadata."""
         conn = self._conn()
         last = after
         while True:
             rows = conn.execute(
-                "SELECT p.pid, d.rowid, d.title, substr(d.text, p.start + 1, p.end - p.start), p.embedding "
-                "FROM passages p JOIN documents d ON d.doc_id = p.doc_id WHERE p.pid > ? "
+                "SELECT p.pid, d.rowid, d.title, substr(d.text, p.start + 1, p.end - p.start), p.embedding, "
+                "d.metadata FROM passages p JOIN documents d ON d.doc_id = p.doc_id WHERE p.pid > ? "
                 "ORDER BY p.pid LIMIT ?",
                 (last, batch_size),
             ).fetchall()
@@ -305,5 +321,5 @@ class DocStore:
             docs = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
             texts = [passage_text(r[2], r[3]) for r in rows]
             emb = np.stack([np.frombuffer(r[4], dtype=np.float32) for r in rows])  # (n, d)
-            yield pids, docs, texts, emb
+            yield PassageBatch(pids, docs, texts, emb, [r[5] for r in rows])
             last = int(pids[-1])

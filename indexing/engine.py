@@ -18,6 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from indexing.bm25 import tokenize
+from indexing.filters import Node
 from indexing.manifest import RETRIES, ManifestError, current_version
 from indexing.postings import TermStats, okapi_mean_idf
 from indexing.ranking import Fused, Ranked, RankRequest, fuse, merge_shards, rank_shard
@@ -59,6 +60,9 @@ class ShardSearcher:
 
     def vocabulary_df(self, version: int) -> dict[str, int]:
         return self.view(version).all_df()
+
+    def count(self, version: int, node: Node | None) -> int:
+        return self.view(version).count(node)
 
     def rank(
         self,
@@ -186,3 +190,17 @@ def _search(
         top, ranks = fuse(merged, req)
         out.append(Fused(top, ranks, shard_of))
     return out
+
+
+def count(coll: Published, fanout: Fanout, node: Node | None) -> int:
+    """Documents of the published index with a live passage that passes the filter (each document lives in
+    one shard, so the shards' counts add up)."""
+    for attempt in range(RETRIES):
+        versions = coll.published_versions() if attempt == 0 else coll.read_versions()
+        try:
+            return sum(fanout.call(coll.shard_refs(), "count", [{"version": v, "node": node} for v in versions]))
+        except (ManifestError, SegmentError, FileNotFoundError):
+            if attempt == RETRIES - 1:
+                raise
+            time.sleep(0.01 * (attempt + 1))
+    raise AssertionError("unreachable")

@@ -24,7 +24,7 @@ from indexing.segment import Segment
 BLOCK_MAX_ROWS = 50_000  # rows of the small flat segments searched together (about 75 MB of 384-d vectors)
 
 
-def _selector(live: np.ndarray) -> tuple[Any, np.ndarray]:
+def row_selector(live: np.ndarray) -> tuple[Any, np.ndarray]:
     """A FAISS IDSelectorBitmap over live rows (None when every row is live), and its bitmap: FAISS keeps a
     pointer to the bitmap, so the array must live as long as the selector."""
     bits = np.packbits(live, bitorder="little")
@@ -55,7 +55,7 @@ class LiveSegment:
     @classmethod
     def make(cls, seg: Segment, dead: np.ndarray) -> LiveSegment:
         live = ~dead
-        selector, bits = _selector(live)
+        selector, bits = row_selector(live)
         lengths = np.asarray(seg.postings.lengths, dtype=np.int64)
         live_df = seg.postings.live_df(live if dead.any() else None)
         return cls(seg, live, int(live.sum()), selector, bits, live_df, int(lengths[live].sum()))
@@ -124,7 +124,7 @@ class SegmentBlock:
     def make(cls, parts: Sequence[LiveSegment], previous: BlockData | None) -> SegmentBlock:
         data = BlockData.build([p.seg for p in parts], previous)
         live = np.concatenate([p.live for p in parts])
-        selector, bits = _selector(live)
+        selector, bits = row_selector(live)
         live_df = data.postings.live_df(None if live.all() else live)
         return cls(data, live, int(live.sum()), selector, bits, live_df)
 

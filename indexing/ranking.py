@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from indexing.filters import Node
 from indexing.fusion import reciprocal_rank_fusion
 from indexing.postings import TermStats
 from indexing.shard_view import Lists, ShardView
@@ -38,6 +39,7 @@ class RankRequest:
     weights: Mapping[str, float] | None = None
     group_by_doc: bool = True
     rescore: bool = True
+    filter: Node | None = None  # parsed (indexing/filters.py): applied inside every retriever
 
     @property
     def n(self) -> int:
@@ -97,12 +99,13 @@ def rank_shard(
 ) -> list[dict[str, Ranked]]:
     """Per query, each run's top n units of this shard: what the shard contributes before the merge."""
     key_of = view.doc_numbers if req.group_by_doc else None
+    scope = view.scope_for(req.filter)
     runs: dict[str, list[Ranked]] = {}
     if qv is not None:
         small, factor = req.dim != "full", RESCORE_FACTOR if req.rescore else 0
-        runs["dense"] = widening(lambda f: view.dense(qv, f, small, factor), view.n_live, req.n, key_of)
+        runs["dense"] = widening(lambda f: view.dense(qv, f, small, factor, scope), scope.n, req.n, key_of)
     if req.mode in ("bm25", "hybrid") and stats is not None:
-        runs["bm25"] = group(view.bm25(tokens, stats), key_of, req.n)
+        runs["bm25"] = group(view.bm25(tokens, stats, scope), key_of, req.n)
     return [{name: r[qi] for name, r in runs.items()} for qi in range(len(tokens))]
 
 

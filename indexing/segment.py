@@ -7,6 +7,7 @@ Layout of `<shard>/segments/<name>/`:
     dense-full.faiss    flat or HNSW over unit vectors (its storage keeps the fp32 vectors for rescoring)
     dense-small.faiss   fp16 index over the re-normalised Matryoshka prefix (see indexing/dense.py)
     bm25/               raw-tf postings (indexing/postings.py)
+    metadata.jsonl      each row's document metadata (indexing/payload.py: filters, payload indexes)
 
 Deletions never touch these files: the shard's manifest names a deletion bitmap per segment
 (indexing/manifest.py), and searches skip dead rows inside FAISS (an IDSelector) and BM25 (a mask).
@@ -19,6 +20,7 @@ import os
 import shutil
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,8 @@ import numpy as np
 from indexing import gpu_index
 from indexing.bm25 import TokenIdCorpus
 from indexing.dense import DenseIndexParams, new_indexes, set_ef_search
+from indexing.payload import FILE as PAYLOAD_FILE
+from indexing.payload import Payload
 from indexing.postings import Postings
 from models.embedder.modeling_embedder import truncate_embeddings
 from velaio.files import fsync_tree
@@ -53,6 +57,7 @@ class Segment:
     full: faiss.Index
     small: faiss.Index
     postings: Postings
+    payload: Payload
 
     def __len__(self) -> int:
         return int(self.pids.shape[0])
@@ -79,23 +84,26 @@ class Segment:
             sizes.pop(INFO, None)
             if sizes != info["files"]:
                 raise SegmentError(f"{root}: files differ from {INFO} (truncated or missing)")
+            if PAYLOAD_FILE not in sizes:
+                raise SegmentError(f"{root}: written before segments kept metadata (rebuilt on open)")
             # On a GPU host above VELA_GPU_MIN_PASSAGES: searched on the GPU; the file stays the source of truth.
             full = gpu_index.place(faiss.read_index(str(root / "dense-full.faiss")))
             small = faiss.read_index(str(root / "dense-small.faiss"))
             pids = np.load(root / "pids.npy", allow_pickle=False)
             docs = np.load(root / "docs.npy", allow_pickle=False)
             postings = Postings.load(root / "bm25")
+            payload = Payload.load(root)
         except SegmentError:
             raise
         except (OSError, ValueError, KeyError, RuntimeError) as exc:
             raise SegmentError(f"{root}: {exc}") from exc
         n = int(info["rows"])
-        if not (full.ntotal == small.ntotal == pids.shape[0] == docs.shape[0] == len(postings) == n):
+        if not (full.ntotal == small.ntotal == pids.shape[0] == docs.shape[0] == len(postings) == len(payload) == n):
             raise SegmentError(f"{root}: index sizes disagree ({n} rows)")
         if ef_search is not None:
             set_ef_search(full, ef_search)
             set_ef_search(small, ef_search)
-        return cls(root.name, info, pids, docs, full, small, postings)
+        return cls(root.name, info, pids, docs, full, small, postings, payload)
 
 
 class SegmentBuilder:
@@ -112,8 +120,16 @@ class SegmentBuilder:
         self.corpus = TokenIdCorpus()
         self.pids: list[np.ndarray] = []
         self.docs: list[np.ndarray] = []
+        self.metadata: list[str] = []  # each row's document metadata, JSON text
 
-    def add(self, pids: np.ndarray, docs: np.ndarray, vectors: np.ndarray, tokens: list[list[str]] | None) -> None:
+    def add(
+        self,
+        pids: np.ndarray,
+        docs: np.ndarray,
+        vectors: np.ndarray,
+        tokens: list[list[str]] | None,
+        metadata: Sequence[str],
+    ) -> None:
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)  # (n, d)
         if not len(pids):
             return
@@ -121,6 +137,9 @@ class SegmentBuilder:
         self.small.add(truncate_embeddings(vectors, self.small_dim))  # (n, small_dim)
         self.pids.append(np.asarray(pids, dtype=np.int64))
         self.docs.append(np.asarray(docs, dtype=np.int64))
+        if len(metadata) != len(pids):
+            raise ValueError(f"{len(pids)} rows but {len(metadata)} metadata lines")
+        self.metadata.extend(metadata)
         if tokens is not None:
             self.corpus.add(tokens)
 
@@ -142,6 +161,7 @@ class SegmentBuilder:
             np.save(tmp / "pids.npy", pids, allow_pickle=False)
             np.save(tmp / "docs.npy", docs, allow_pickle=False)
             postings.save(tmp / "bm25")
+            Payload.save(tmp, self.metadata)
             info = {
                 "rows": n,
                 "dim": self.dim,

@@ -8,6 +8,7 @@ live document frequencies, lengths and counts. Segments unchanged since the prev
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,16 @@ import numpy as np
 
 from indexing.bm25 import BM25Params
 from indexing.dense import exact_scores, search
-from indexing.live_segment import BlockData, LiveSegment, Searchable, SegmentBlock, blockable
+from indexing.filters import Node, Schema
+from indexing.live_segment import (
+    BlockData,
+    LiveSegment,
+    Searchable,
+    SegmentBlock,
+    blockable,
+    row_selector,
+    search_params,
+)
 from indexing.manifest import load_dead, read_manifest
 from indexing.postings import TermStats, score_segments
 from indexing.segment import Segment
@@ -25,6 +35,26 @@ from models.embedder.modeling_embedder import truncate_embeddings
 
 Lists = list[tuple[np.ndarray, np.ndarray]]  # per query: (passage ids, scores), best first
 SCORE_SLACK = 1e-3  # FAISS's float32 inner products of unit vectors err by ~1e-6: a wide margin
+# The planner: an HNSW segment whose searched rows (live, and passing the filter) are fewer than this share of
+# its rows is scanned exactly over those rows; above it the graph search takes the filter as a selector,
+# with a candidate list widened as the share falls (a filtered graph walk must visit more nodes per hit).
+EXACT_SCAN_SHARE = 0.15
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The rows one search may return: the view's live rows, or those of them that pass a filter.
+    targets and parts mirror the view's (same order, same row numbering), with `live` narrowed."""
+
+    targets: list[Searchable]
+    parts: list[LiveSegment]
+    row_live: np.ndarray  # (rows of the targets,) bool
+    n: int
+
+
+def _narrow(x: Any, mask: np.ndarray) -> Any:
+    selector, bits = row_selector(mask)
+    return replace(x, live=mask, n_live=int(mask.sum()), selector=selector, bits=bits)
 
 
 class ShardView:
@@ -47,6 +77,7 @@ class ShardView:
         in_block = {id(p) for p in small}
         rest: list[Searchable] = [p for p in parts if p.n_live and id(p) not in in_block]
         self.targets: list[Searchable] = [*([self.block] if self.block else []), *rest]
+        self._block_parts = small
         # passage -> document number over every segment, for grouping hits by document
         pids = np.concatenate([p.seg.pids for p in parts]) if parts else np.empty(0, np.int64)
         docs = np.concatenate([p.seg.docs for p in parts]) if parts else np.empty(0, np.int64)
@@ -58,6 +89,8 @@ class ShardView:
         self._row_pid = np.concatenate([x.pids for x in t]) if t else np.empty(0, np.int64)
         self._row_live = np.concatenate([x.live for x in t]) if t else np.empty(0, bool)
         self._row_len = np.concatenate([x.postings.lengths for x in t]).astype(np.float64) if t else np.empty(0)
+        self.schema = Schema.from_json(manifest.get("schema"))
+        self.scope = Scope(self.targets, self.parts, self._row_live, self.n_live)
 
     @classmethod
     def load(
@@ -69,8 +102,10 @@ class ShardView:
         ef = manifest.get("dense_index", {}).get("ef_search")
         known = {s.name: s for s in reuse}
         parts = []
+        fields = Schema.from_json(manifest.get("schema")).fields
         for e in manifest["segments"]:
             seg = known.get(e["name"]) or Segment.load(directory / e["name"], ef_search=ef)
+            seg.payload.index(fields)  # the declared fields' columns, built once per segment
             parts.append(LiveSegment.make(seg, load_dead(directory, e)))
         ctx = manifest.get("context")
         context = CorpusContext.load(directory / f"ctx-{ctx}") if ctx else None
@@ -87,6 +122,29 @@ class ShardView:
     @property
     def segments(self) -> list[Segment]:
         return [p.seg for p in self.parts]
+
+    # --- filters -----------------------------------------------------------------------------------
+    def scope_for(self, node: Node | None) -> Scope:
+        """The live rows that pass the filter (the view's own scope when there is none)."""
+        if node is None:
+            return self.scope
+        fields = self.schema.fields
+        masks = {id(p): p.live & p.seg.payload.mask(node, fields) for p in self.parts}
+        parts = [_narrow(p, masks[id(p)]) for p in self.parts]
+        targets: list[Searchable] = []
+        for t in self.targets:
+            if t is self.block:
+                targets.append(_narrow(t, np.concatenate([masks[id(p)] for p in self._block_parts])))
+            else:
+                targets.append(_narrow(t, masks[id(t)]))
+        row_live = np.concatenate([t.live for t in targets]) if targets else np.empty(0, bool)
+        return Scope(targets, parts, row_live, int(row_live.sum()))
+
+    def count(self, node: Node | None) -> int:
+        """Documents with a live passage that passes the filter."""
+        scope = self.scope_for(node)
+        docs = [p.seg.docs[p.live] for p in scope.parts]
+        return int(np.unique(np.concatenate(docs)).shape[0]) if docs else 0
 
     # --- BM25 statistics -----------------------------------------------------------------------
     def term_stats(self, terms: set[str]) -> TermStats:
@@ -111,16 +169,17 @@ class ShardView:
         return self._all_df
 
     # --- retrieval: every list is over live rows only, merged by (score desc, passage id) ---------
-    def dense(self, qv: np.ndarray, f: int, small: bool, rescore_factor: int) -> Lists:
+    def dense(self, qv: np.ndarray, f: int, small: bool, rescore_factor: int, scope: Scope | None = None) -> Lists:
         """Top f passages per query by full-dim cosine (float64 sums: independent of the segment sizes).
         small: the Matryoshka prefix index makes a shortlist of rescore_factor x f over all segments, merged,
         which the full vectors then rank (rescore_factor 0: the prefix index's own ranking and cosines)."""
         q = np.ascontiguousarray(qv, dtype=np.float32)  # (nq, d)
+        scope = scope or self.scope
         if not small:
-            targets = self.targets
+            targets = [t for t in scope.targets if t.n_live]
             found = [self._search(t, t.full, q, min(f, t.n_live)) for t in targets]
             return self._exact_top(targets, found, q, f)
-        parts = [p for p in self.parts if p.n_live]
+        parts = [p for p in scope.parts if p.n_live]
         s = max(f * rescore_factor, f)
         qs = truncate_embeddings(q, int(self.manifest["small_dim"]))  # (nq, small_dim)
         found = [self._search(p, p.seg.small, qs, min(s, p.n_live)) for p in parts]
@@ -158,10 +217,17 @@ class ShardView:
     def _search(
         p: LiveSegment | SegmentBlock, index: faiss.Index, q: np.ndarray, k: int
     ) -> tuple[np.ndarray, np.ndarray]:
-        params = p.params(index, k)
-        if params is None:
+        if p.selector is None:
             return search(index, q, k)
-        return index.search(q, k, params=params)  # type: ignore[call-arg,no-any-return]
+        hnsw = getattr(index, "hnsw", None)
+        if hnsw is not None:
+            share = p.n_live / max(len(p.pids), 1)
+            if share < EXACT_SCAN_SHARE:  # few rows to search: an exact scan of them beats the graph
+                storage: Any = faiss.downcast_index(index.storage)  # type: ignore[attr-defined]
+                return storage.search(q, k, params=search_params(storage, p.selector, k))  # type: ignore[no-any-return]
+            ef = int(max(k, hnsw.efSearch) / share**0.5)
+            return index.search(q, k, params=search_params(index, p.selector, ef))  # type: ignore[call-arg,no-any-return]
+        return index.search(q, k, params=p.params(index, k))  # type: ignore[call-arg,no-any-return]
 
     @staticmethod
     def _exact_top(
@@ -197,13 +263,15 @@ class ShardView:
             out.append((pids[order], exact[order]))
         return out
 
-    def bm25(self, queries: Sequence[list[str]], stats: TermStats) -> Lists:
-        """Every live passage that shares a term with the query and scores above 0, best first."""
+    def bm25(self, queries: Sequence[list[str]], stats: TermStats, scope: Scope | None = None) -> Lists:
+        """Every live passage (in scope) that shares a term with the query and scores above 0, best first.
+        A filter narrows the rows, not the statistics: scores are those of the unfiltered collection."""
+        row_live = (scope or self.scope).row_live
         postings = [p.postings for p in self.targets]
         out: Lists = []
         for tokens in queries:
             rows, scores = score_segments(postings, self._bases, self._row_len, tokens, stats, self.bm25_params)
-            keep = self._row_live[rows] & (scores > 0)
+            keep = row_live[rows] & (scores > 0)
             pids, sc = self._row_pid[rows[keep]], scores[keep].astype(np.float32)
             order = np.lexsort((pids, -sc))
             out.append((pids[order], sc[order]))

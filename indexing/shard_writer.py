@@ -13,6 +13,7 @@ Both publish under `publish.lock`, so they never lose each other's manifest.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -118,8 +119,8 @@ class ShardWriter:
         if rows == 0:
             return None
         builder = SegmentBuilder(rows=rows, dim=self.dim, small_dim=self.small_dim, dense=self.dense)
-        for pids, docs, texts, vectors in docstore.iter_passages_after(after):
-            builder.add(pids, docs, vectors, tokenize(texts))
+        for batch in docstore.batches_after(after):
+            builder.add(batch.pids, batch.docs, batch.embeddings, tokenize(batch.texts), batch.metadata)
         name = builder.finish(self.dir)
         pids = np.concatenate(builder.pids)
         return {"name": name, "rows": int(pids.shape[0]), "dead": 0, "deletes": None, "max_pid": int(pids[-1])}
@@ -192,7 +193,8 @@ class ShardWriter:
         builder = SegmentBuilder(rows=int(pids.shape[0]), dim=self.dim, small_dim=self.small_dim, dense=self.dense)
         vectors = np.concatenate([s.vectors(r) for s, r in parts])[order]  # (n, d)
         docs = np.concatenate([s.docs[r] for s, r in parts])[order]
-        builder.add(pids[order], docs, vectors, None)
+        metadata = [json.dumps(md) for s, r in parts for md in (s.payload.metadata[i] for i in r.tolist())]
+        builder.add(pids[order], docs, vectors, None, [metadata[i] for i in order.tolist()])
         name = builder.finish(work, postings)
         return {
             "name": name,

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from indexing.bm25 import BM25Params
 from indexing.chunking import ChunkingParams
 from indexing.collection import Collection, CollectionConflict, CollectionSettings
+from indexing.filters import value_fits
 from indexing.jobs import Job, JobKind
 from service.state import AppState
 
@@ -17,6 +19,10 @@ class DocumentTooLarge(ValueError):
 
 class BatchTooLarge(ValueError):
     pass
+
+
+class InvalidMetadata(ValueError):
+    """A document's metadata does not fit the collection's declared fields."""
 
 
 class UnsupportedSharding(ValueError):
@@ -37,8 +43,25 @@ def check_limits(*, state: AppState, documents: list[dict[str, Any]]) -> None:
             )
 
 
+def check_metadata_types(*, schema: dict[str, Any], documents: list[dict[str, Any]]) -> None:
+    """Every declared field of every document holds a value of its type, a list of such values, or null."""
+    fields = schema.get("fields", {})
+    for i, d in enumerate(documents):
+        md = d.get("metadata") or {}
+        for key, kind in fields.items():
+            if key in md and not value_fits(md[key], kind):
+                raise InvalidMetadata(
+                    f"documents[{i}].metadata.{key}: the field is declared {kind}; got {json.dumps(md[key])[:80]}"
+                )
+
+
 def get_or_create_collection(
-    *, state: AppState, name: str, embedder: str | None, shards: int | None = None
+    *,
+    state: AppState,
+    name: str,
+    embedder: str | None,
+    shards: int | None = None,
+    schema: dict[str, Any] | None = None,
 ) -> Collection:
     """Collections are created on first use with the process's defaults (or the embedder and shards named)."""
     s = state.settings
@@ -49,6 +72,11 @@ def get_or_create_collection(
             raise CollectionConflict(f"collection {name!r} already uses embedder {coll.settings.embedder!r}")
         if shards is not None and coll.settings.shards != shards:
             raise CollectionConflict(f"collection {name!r} already has {coll.settings.shards} shard(s)")
+        if schema is not None and coll.settings.schema != schema:
+            raise CollectionConflict(
+                f"collection {name!r} has another schema ({json.dumps(coll.settings.schema)}): "
+                "change it with PUT /collections/{name}/schema"
+            )
         return coll
     model = state.embedders.get(model_dir)
     if (shards or 1) > 1 and model.contextual:
@@ -63,6 +91,7 @@ def get_or_create_collection(
         bm25=BM25Params(method=s.bm25_method, k1=s.bm25_k1, b=s.bm25_b),
         dense_index=s.dense_index_params(),
         shards=shards or 1,
+        schema=schema or {"fields": {}, "strict": False},
     )
     return state.collections.create(settings)
 
@@ -74,10 +103,13 @@ def submit_upsert(
     documents: list[dict[str, Any]],
     embedder: str | None = None,
     shards: int | None = None,
+    schema: dict[str, Any] | None = None,
 ) -> Job:
-    """Validate limits, make sure the collection exists, store the job durably, then queue it."""
+    """Validate limits, make sure the collection exists, check the metadata against its declared fields,
+    store the job durably, then queue it."""
     check_limits(state=state, documents=documents)
-    get_or_create_collection(state=state, name=collection, embedder=embedder, shards=shards)
+    coll = get_or_create_collection(state=state, name=collection, embedder=embedder, shards=shards, schema=schema)
+    check_metadata_types(schema=coll.settings.schema, documents=documents)
     job = state.jobs.create(collection=collection, kind=JobKind.UPSERT, payload=documents)
     state.queue.submit(job.id)
     return job

@@ -13,6 +13,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
+from indexing.filters import FilterError, Node, Schema, parse_filter
+
 log = logging.getLogger("vela.service")
 
 # Set by the outermost middleware for each request; every error body and error log line carries it.
@@ -119,3 +121,11 @@ def install_error_handlers(app: FastAPI) -> None:
         # Last resort, in Starlette's outermost layer: the request guard middleware normally answers first.
         log.error("unhandled error", exc_info=exc, extra={"request_id": REQUEST_ID.get(), "path": request.url.path})
         return internal_error()
+
+
+def parse_request_filter(raw: Any, schema: dict[str, Any], path: str = "filter") -> Node | None:
+    """A request's filter, parsed against the collection's schema; 422 invalid_filter naming the fault's path."""
+    try:
+        return parse_filter(raw, Schema.from_json(schema), path)
+    except FilterError as exc:
+        raise ApiError(422, "invalid_filter", str(exc)) from exc

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic.json_schema import JsonDict
 
 from indexing.collection import MAX_SHARDS, NAME_RE
+from service.filter_schema import FilterField, FilterJson
 
 # Every request body refuses extra fields and non-finite numbers (Infinity/NaN would reach scores and sorting).
 # Strict: no coercion the schema does not promise ("rescore": 0 or "k": "10" are refused, as the schema says).
@@ -55,12 +56,32 @@ class Document(BaseModel):
         return _not_blank(v, "document text")
 
 
+class CollectionSchema(BaseModel):
+    model_config = REQUEST_CONFIG
+    fields: dict[
+        Annotated[str, Field(min_length=1, max_length=256)],
+        Literal["keyword", "integer", "float", "boolean", "datetime"],
+    ] = Field(
+        default_factory=dict,
+        max_length=64,
+        description='declared metadata fields, e.g. {"tenant": "keyword", "year": "integer", '
+        '"published": "datetime"}; a document\'s value must have the type (or be a list of such values, or null)',
+    )
+    strict: bool = Field(False, description="filters may name declared fields only")
+
+
 class IndexRequest(BaseModel):
     model_config = REQUEST_CONFIG
     collection: str = CollectionName
     documents: list[Document] = Field(..., min_length=1)
     embedder: str | None = Field(
         None, description="embedder of a new collection ('default' or a local model directory); ignored after"
+    )
+    schema_: CollectionSchema | None = Field(
+        None,
+        alias="schema",
+        description="typed metadata fields of a new collection, indexed for filters; an existing collection "
+        "must have this schema (409 otherwise; change it with PUT /collections/{name}/schema)",
     )
     shards: int | None = Field(
         None,
@@ -139,6 +160,14 @@ class SearchOptions(BaseModel):
     group_by_doc: bool = Field(True, description="one hit per document (its best passage)")
     rescore: bool = Field(True, description="dim=256: rescore the 256-d shortlist with the full vectors")
     rerank: RerankOptions | None = Field(None, description="rescore the top fused hits with a cross-encoder")
+    filter: FilterJson = FilterField
+    offset: int = Field(
+        0,
+        ge=0,
+        le=10_000,
+        description="hits to skip: the page after them is returned. In hybrid mode the fused (and reranked) list "
+        "is paginated; pages are stable while the collection's published index is unchanged",
+    )
 
     @field_validator("weights")
     @classmethod
@@ -273,6 +302,11 @@ class CollectionOut(BaseModel):
     chunking: dict[str, int]
     created_at: float
     shards: int = Field(1, description="shards the documents are split over (index.shards has each one's counts)")
+    schema_: dict[str, Any] = Field(
+        default_factory=lambda: {"fields": {}, "strict": False},
+        alias="schema",
+        description="declared metadata fields and whether filters are strict",
+    )
 
 
 class CollectionList(BaseModel):

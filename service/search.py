@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from indexing.collection import Collection
 from indexing.engine import LOCAL_FANOUT, Fanout
 from indexing.engine import search as engine_search
+from indexing.filters import Node
 from indexing.ranking import RUNS, Dim, Fused, Mode, RankRequest
 from service.batching import QueryEncoder
 
@@ -65,12 +66,17 @@ def search_batch(
     rescore: bool = True,
     rerank: RerankStep | None = None,
     fanout: Fanout | None = None,
+    filter: Node | None = None,
+    offset: int = 0,
 ) -> list[SearchResult]:
     """Search many queries at once (one encoder batch, one engine call); with `rerank`, the top
-    `rerank.top_n` fused hits of each query are rescored before the k best are returned."""
+    `rerank.top_n` fused hits of each query are rescored before the k best are returned. `filter` (parsed,
+    indexing/filters.py) is applied inside retrieval; `offset` skips that many hits of the final list (the
+    fused, reranked one): pages of one published index do not overlap or skip."""
     t0 = time.perf_counter()
     fanout = fanout if fanout is not None else LOCAL_FANOUT
-    k_out, k = k, max(k, rerank.top_n) if rerank is not None else k  # fuse enough for the reranker
+    k_out, k = k, k + offset
+    k = max(k, rerank.top_n) if rerank is not None else k  # fuse enough for the reranker
     # A document deleted after the last commit still ranks until the job's commit (a moment later) and is
     # dropped at hydration; a few spare hits keep k full meanwhile.
     k += DELETED_SLACK
@@ -82,14 +88,28 @@ def search_batch(
         # A contextual embedder encodes with the context the published vectors were made with.
         qv = embedder.encode_queries(list(queries), context=collection.query_context(fanout))  # (nq, d)
     req = RankRequest(
-        mode=mode, k=k, dim=dim, rrf_k=rrf_k, depth=depth, weights=weights, group_by_doc=group_by_doc, rescore=rescore
+        mode=mode,
+        k=k,
+        dim=dim,
+        rrf_k=rrf_k,
+        depth=depth,
+        weights=weights,
+        group_by_doc=group_by_doc,
+        rescore=rescore,
+        filter=filter,
     )
     fused = engine_search(collection, fanout, qv, queries, req, versions=versions)
     wanted = {pid: f.shard_of[pid] for f in fused for _, _, pid in f.top}
     passages = collection.passages(wanted)
     took_ms = (time.perf_counter() - t0) * 1000.0
     return assemble_results(
-        queries=queries, results=fused, passage_of=passages.get, took_ms=took_ms, k_out=k_out, rerank=rerank
+        queries=queries,
+        results=fused,
+        passage_of=passages.get,
+        took_ms=took_ms,
+        k_out=k_out,
+        rerank=rerank,
+        offset=offset,
     )
 
 
@@ -101,6 +121,7 @@ def assemble_results(
     took_ms: float,
     k_out: int,
     rerank: RerankStep | None,
+    offset: int = 0,
 ) -> list[SearchResult]:
     """Fused (unit, score, passage id) lists -> hydrated hits, reranked when asked, cut to k_out.
     `passage_of` finds a passage (None: deleted since the published manifest)."""
@@ -127,8 +148,9 @@ def assemble_results(
                 )
             )
         if rerank is None:
-            out.append(SearchResult(hits=hits[:k_out], took_ms=took_ms))
+            out.append(SearchResult(hits=hits[offset : offset + k_out], took_ms=took_ms))
             continue
         hits, outcome = rerank(query, hits)  # after fusion and hydration: the reranker reads passage texts
-        out.append(SearchResult(hits=hits[:k_out], took_ms=took_ms + outcome.took_ms, rerank=outcome))
+        page = hits[offset : offset + k_out]
+        out.append(SearchResult(hits=page, took_ms=took_ms + outcome.took_ms, rerank=outcome))
     return out

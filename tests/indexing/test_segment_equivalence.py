@@ -83,6 +83,7 @@ def _reference(coll: Collection, where: Path, params: BM25Params) -> Reference:
             np.array([r[1] for r in rows]),
             np.stack([r[3] for r in rows]),
             tokenize([r[2] for r in rows]),
+            ["{}"] * len(rows),
         )
     where.mkdir(parents=True)
     name = b.finish(where)

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Request, status
 
 from indexing.collection import CollectionConflict
 from service.deps import State
-from service.documents import BatchTooLarge, DocumentTooLarge, UnsupportedSharding, submit_upsert
+from service.documents import BatchTooLarge, DocumentTooLarge, InvalidMetadata, UnsupportedSharding, submit_upsert
 from service.errors import ApiError
 from service.limits import check_metadata
 from service.schemas import ErrorResponse, IndexRequest, JobAccepted
@@ -30,9 +30,12 @@ def index_documents(body: IndexRequest, state: State, request: Request) -> JobAc
             documents=[d.model_dump() for d in body.documents],
             embedder=body.embedder,
             shards=body.shards,
+            schema=body.schema_.model_dump() if body.schema_ is not None else None,
         )
     except UnsupportedSharding as exc:
         raise ApiError(422, "invalid_request", str(exc)) from exc
+    except InvalidMetadata as exc:
+        raise ApiError(422, "invalid_metadata", str(exc)) from exc
     except (DocumentTooLarge, BatchTooLarge) as exc:
         raise ApiError(413, "payload_too_large", str(exc)) from exc
     except CollectionConflict as exc:

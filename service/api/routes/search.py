@@ -11,7 +11,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from indexing.collection import CollectionNotFound
 from service.deps import State
-from service.errors import ApiError
+from service.errors import ApiError, parse_request_filter
 from service.limits import check_response_size, check_search_work
 from service.rerank import NoReranker, Reranking, UnknownReranker, prepare_rerank
 from service.schemas import (
@@ -69,6 +69,7 @@ async def _run(state: AppState, opts: SearchOptions, queries: list[str]) -> list
         coll = state.collections.get(opts.collection)
     except CollectionNotFound as exc:
         raise ApiError(404, "collection_not_found", f"no collection named {opts.collection!r}") from exc
+    node = parse_request_filter(opts.filter, coll.settings.schema)
     embedder = state.query_encoders.get(coll.settings.embedder) if opts.mode != "bm25" else None
     rerank: Reranking | None = None
     if opts.rerank is not None:
@@ -107,6 +108,8 @@ async def _run(state: AppState, opts: SearchOptions, queries: list[str]) -> list
         group_by_doc=opts.group_by_doc,
         rescore=opts.rescore,
         rerank=rerank,
+        filter=node,
+        offset=opts.offset,
     )
     for r in results:
         if r.rerank is not None:
@@ -119,7 +122,7 @@ async def _run(state: AppState, opts: SearchOptions, queries: list[str]) -> list
 @router.post("", response_model=SearchResponse, responses=ERRORS)
 async def search(body: SearchRequest, state: State) -> Response:
     """Dense, BM25 or hybrid (Reciprocal Rank Fusion) search over one collection."""
-    check_search_work(state.settings, queries=[body.query], k=body.k, depth=body.depth)
+    check_search_work(state.settings, queries=[body.query], k=body.k + body.offset, depth=body.depth)
     (result,) = await _run(state, body, [body.query])
     return _bounded(state, _to_response(result))
 
@@ -128,7 +131,7 @@ async def search(body: SearchRequest, state: State) -> Response:
 async def search_many(body: BatchSearchRequest, state: State) -> Response:
     """Many queries with the same options, in one encoder batch. The work of one request is bounded: queries,
     k x queries, depth x queries and query characters (413 names the limit)."""
-    check_search_work(state.settings, queries=body.queries, k=body.k, depth=body.depth)
+    check_search_work(state.settings, queries=body.queries, k=body.k + body.offset, depth=body.depth)
     start = time.perf_counter()
     results = await _run(state, body, body.queries)
     return _bounded(

@@ -1,0 +1,157 @@
+"""A segment's payload: the metadata of the document of each row, and typed indexes of the declared fields.
+
+`metadata.jsonl` holds one line per row, the document's metadata as the doc store keeps it (rows of one
+document repeat it). The typed columns of the collection's declared fields are built from it when a
+segment is loaded for a manifest that declares them (off the request path) and kept with the segment, so
+a filter on a declared field is a few numpy operations; a filter on an undeclared field scans the rows'
+metadata (indexing/filters.py `matches`), which is slower, as the docs say.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from indexing.filters import Bool, Exists, IsNull, Match, Node, Range, matches, parse_datetime
+
+FILE = "metadata.jsonl"
+
+
+@dataclass(frozen=True)
+class Column:
+    """The values of one declared field over a segment's rows (a list value gives several entries)."""
+
+    kind: str
+    row_of: np.ndarray  # (m,) int64 row of each value
+    values: np.ndarray  # (m,) int64 (integer, boolean, datetime in epoch µs, keyword codes) or float64 (float)
+    present: np.ndarray  # (n,) bool: the field holds at least one value of its type
+    null: np.ndarray  # (n,) bool: the field is there and null
+    vocab: Mapping[str, int] = field(default_factory=dict)  # keyword -> code
+
+    @classmethod
+    def build(cls, metadata: Sequence[Mapping[str, Any]], key: str, kind: str) -> Column:
+        n = len(metadata)
+        rows: list[int] = []
+        vals: list[Any] = []
+        null = np.zeros(n, bool)
+        vocab: dict[str, int] = {}
+        for r, md in enumerate(metadata):
+            if key not in md:
+                continue
+            v = md[key]
+            if v is None:
+                null[r] = True
+                continue
+            for x in v if isinstance(v, list) else (v,):
+                y = _typed(x, kind, vocab)
+                if y is not None:
+                    rows.append(r)
+                    vals.append(y)
+        row_of = np.asarray(rows, np.int64)
+        present = np.zeros(n, bool)
+        present[row_of] = True
+        values = np.asarray(vals, np.float64 if kind == "float" else np.int64)
+        return cls(kind, row_of, values, present, null, vocab)
+
+    def rows_where(self, hit: np.ndarray, n: int) -> np.ndarray:
+        mask = np.zeros(n, bool)
+        mask[self.row_of[hit]] = True
+        return mask
+
+
+def _typed(x: Any, kind: str, vocab: dict[str, int]) -> Any:
+    """A metadata value as the column stores it; None for a value not of the field's type (not indexed)."""
+    if kind == "keyword":
+        return vocab.setdefault(x, len(vocab)) if isinstance(x, str) else None
+    if kind == "integer":
+        return x if isinstance(x, int) and not isinstance(x, bool) and abs(x) < 2**63 else None
+    if kind == "boolean":
+        return int(x) if isinstance(x, bool) else None
+    if kind == "float":
+        return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else None
+    if kind == "datetime":
+        return parse_datetime(x)
+    raise ValueError(f"unknown field type {kind!r}")
+
+
+class Payload:
+    def __init__(self, metadata: list[dict[str, Any]]) -> None:
+        self.metadata = metadata
+        self.columns: dict[tuple[str, str], Column] = {}
+
+    def __len__(self) -> int:
+        return len(self.metadata)
+
+    @staticmethod
+    def save(directory: Path, lines: Sequence[str]) -> None:
+        """`lines`: each row's metadata as JSON text (one line each; JSON text holds no raw newline)."""
+        with open(directory / FILE, "w", encoding="utf-8") as f:
+            for line in lines:
+                f.write(line)
+                f.write("\n")
+
+    @staticmethod
+    def read_lines(directory: Path) -> list[str]:
+        return (directory / FILE).read_text(encoding="utf-8").splitlines()
+
+    @classmethod
+    def load(cls, directory: Path) -> Payload:
+        lines = cls.read_lines(directory)
+        parsed: dict[str, dict[str, Any]] = {}  # rows of one document share one parsed dict
+        out = []
+        for line in lines:
+            md = parsed.get(line)
+            if md is None:
+                md = parsed[line] = json.loads(line)
+            out.append(md)
+        return cls(out)
+
+    def index(self, fields: Mapping[str, str]) -> None:
+        """Build the columns of the declared fields not built yet (a segment is shared by views)."""
+        for key, kind in fields.items():
+            if (key, kind) not in self.columns:
+                self.columns[(key, kind)] = Column.build(self.metadata, key, kind)
+
+    def mask(self, node: Node, fields: Mapping[str, str]) -> np.ndarray:
+        """(n,) bool: the rows whose document passes the filter."""
+        n = len(self.metadata)
+        if isinstance(node, Bool):
+            out = np.ones(n, bool)
+            for child in node.must:
+                out &= self.mask(child, fields)
+            if node.should:
+                any_ = np.zeros(n, bool)
+                for child in node.should:
+                    any_ |= self.mask(child, fields)
+                out &= any_
+            for child in node.must_not:
+                out &= ~self.mask(child, fields)
+            return out
+        kind = fields.get(node.key)
+        col = self.columns.get((node.key, kind)) if kind else None
+        if col is None:  # an undeclared field: scan the rows' metadata
+            return np.fromiter((matches(node, md) for md in self.metadata), bool, count=n)
+        if isinstance(node, Exists):
+            return col.present.copy()
+        if isinstance(node, IsNull):
+            return col.null.copy()
+        if isinstance(node, Match):
+            if kind == "keyword":
+                codes = [col.vocab[v] for v in node.values if v in col.vocab]
+            else:
+                codes = [int(v) for v in node.values]
+            return col.rows_where(np.isin(col.values, np.asarray(codes, np.int64)), n)
+        assert isinstance(node, Range)
+        hit = np.ones(col.values.shape[0], bool)
+        v = col.values
+        for bound, op in ((node.gt, np.greater), (node.gte, np.greater_equal), (node.lt, np.less)):
+            if bound is not None:
+                hit &= op(v, bound)
+        if node.lte is not None:
+            hit &= v <= node.lte
+        return col.rows_where(hit, n)

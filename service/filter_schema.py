@@ -1,0 +1,61 @@
+"""The filter language as the OpenAPI schema documents it. Requests carry it as JSON and the engine parses it
+(indexing/filters.py), so that every fault, of shape or of type, gets one 422 naming its JSON path."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Field, WithJsonSchema
+
+_KEY = {"type": "string", "minLength": 1, "maxLength": 256, "description": "a top-level metadata field"}
+_SCALAR = {"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "number"}, {"type": "boolean"}]}
+_BOUND = {"anyOf": [{"type": "number"}, {"type": "string", "format": "date-time"}]}
+_KEYED = {"type": "object", "properties": {"key": _KEY}, "required": ["key"]}
+_CONDITION: dict[str, Any] = {
+    "type": "object",
+    "description": "a field condition, exists / is_null, or a nested filter (must / should / must_not)",
+    "anyOf": [
+        {
+            "type": "object",
+            "title": "match",
+            "properties": {
+                "key": _KEY,
+                "match": {
+                    "type": "object",
+                    "description": '{"value": v} equality, or {"any": [v, ...]} any of',
+                    "properties": {"value": _SCALAR, "any": {"type": "array", "items": _SCALAR, "minItems": 1}},
+                },
+            },
+            "required": ["key", "match"],
+        },
+        {
+            "type": "object",
+            "title": "range",
+            "properties": {
+                "key": _KEY,
+                "range": {
+                    "type": "object",
+                    "description": "bounds: numbers, or ISO-8601 datetimes",
+                    "properties": {op: _BOUND for op in ("gt", "gte", "lt", "lte")},
+                },
+            },
+            "required": ["key", "range"],
+        },
+        *({"type": "object", "title": op, "properties": {op: _KEYED}} for op in ("exists", "is_null")),
+        {"type": "object", "title": "nested filter", "properties": {"must": {"type": "array"}}},
+    ],
+}
+FILTER_JSON_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "title": "Filter",
+    "description": "Metadata filter, applied inside retrieval. must: every condition holds; should: at least one "
+    "does; must_not: none does. Conditions nest. Fields declared in the collection's schema are indexed and "
+    "type-checked; other fields are matched by a scan (slower), or refused when the schema is strict. "
+    'Example: {"must": [{"key": "tenant", "match": {"value": "acme"}}, '
+    '{"key": "published", "range": {"gte": "2024-01-01T00:00:00Z"}}], '
+    '"must_not": [{"key": "lang", "match": {"any": ["de", "fr"]}}]}',
+    "properties": {clause: {"type": "array", "items": _CONDITION} for clause in ("must", "should", "must_not")},
+}
+
+FilterJson = Annotated[dict[str, Any] | None, WithJsonSchema({"anyOf": [FILTER_JSON_SCHEMA, {"type": "null"}]})]
+FilterField = Field(None, description="metadata filter (see the Filter schema); null or {}: no filter")
