@@ -80,7 +80,10 @@ def test_vela_ingest_on_ray(
 def test_api_with_a_ray_address_ingests_and_searches_on_the_cluster(
     ray_cluster: str, tmp_path: Path, tiny_embedder_dir: Path
 ) -> None:
-    docs = [{"id": f"d{i}", "text": f"topic {i % 6} words {i} about tides and moons"} for i in range(60)]
+    docs = [
+        {"id": f"d{i}", "text": f"topic {i % 6} words {i} about tides and moons", "metadata": {"tenant": f"t{i % 4}"}}
+        for i in range(60)
+    ]
     with running_server(tmp_path, ray_address=ray_cluster, embedder=str(tiny_embedder_dir)) as client:
         for name, extra in (("one", {}), ("three", {"shards": 3})):
             r = client.post("/index", json={"collection": name, "documents": docs, **extra})
@@ -92,3 +95,8 @@ def test_api_with_a_ray_address_ingests_and_searches_on_the_cluster(
                 for c in ("one", "three")
             ]
             assert hits[0] and [h["id"] for h in hits[0]] == [h["id"] for h in hits[1]], mode
+            flt = {"must": [{"key": "tenant", "match": {"any": ["t1", "t2"]}}]}  # filters reach the Ray actors
+            body = {"query": "tides topic 3", "mode": mode, "filter": flt, "k": 20}
+            hits = [client.post("/search", json={"collection": c, **body}).json()["hits"] for c in ("one", "three")]
+            assert hits[0] and [h["id"] for h in hits[0]] == [h["id"] for h in hits[1]], mode
+            assert all(h["metadata"]["tenant"] in ("t1", "t2") for h in hits[1])

@@ -1,0 +1,125 @@
+"""Filters through HTTP: a collection with a schema, filtered search in every mode on 1 and 3 shards (the same
+hits), pagination with offset, and malformed filters: each a 422 naming the fault's path, the server healthy after."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.indexing.test_filters import MALFORMED, SCHEMA
+from tests.service.conftest import running_server, wait_job
+
+TOPICS = ["tides and the moon", "insulin and sugar", "magma under the crust", "carbon in the air"]
+
+
+def _docs() -> list[dict[str, Any]]:
+    out = []
+    for i in range(40):
+        md: dict[str, Any] = {
+            "tenant": f"t{i % 3}",
+            "year": 2000 + i % 9,
+            "score": (i * 37 % 100) / 100,
+            "ok": i % 2 == 0,
+            "at": f"2024-{1 + i % 12:02d}-15T12:00:00Z",
+            "tags": ["red"] if i % 4 == 0 else [],
+        }
+        text = f"Document {i} is about {TOPICS[i % 4]}. It also mentions {TOPICS[(i * 7) % 4]} once."
+        out.append({"id": f"doc-{i:02d}", "title": f"Note {i}", "text": text, "metadata": md})
+    return out
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory, tiny_embedder_dir: Path) -> Iterator[httpx.Client]:
+    with running_server(tmp_path_factory.mktemp("filters"), embedder=str(tiny_embedder_dir)) as c:
+        for name, shards in (("one", 1), ("three", 3)):
+            r = c.post("/index", json={"collection": name, "documents": _docs(), "schema": SCHEMA, "shards": shards})
+            assert r.status_code == 202, r.text
+            assert wait_job(c, r.json()["job_id"])["status"] == "succeeded"
+        yield c
+
+
+FILTERS: list[dict[str, Any]] = [
+    {"must": [{"key": "tenant", "match": {"value": "t1"}}]},
+    {"must": [{"key": "year", "range": {"gte": 2003, "lt": 2006}}, {"key": "ok", "match": {"value": True}}]},
+    {"must": [{"key": "at", "range": {"gte": "2024-03-01T00:00:00Z", "lt": "2024-07-01T00:00:00Z"}}]},
+    {"should": [{"key": "tags", "match": {"any": ["red"]}}], "must_not": [{"key": "tenant", "match": {"value": "t0"}}]},
+]
+
+
+def _search(c: httpx.Client, collection: str, mode: str, flt: Any, **extra: Any) -> list[dict[str, Any]]:
+    body = {"collection": collection, "query": "moon tides sugar", "mode": mode, "k": 50, "filter": flt, **extra}
+    r = c.post("/search", json=body)
+    assert r.status_code == 200, r.text
+    return list(r.json()["hits"])
+
+
+def _passes(flt: dict[str, Any], md: dict[str, Any]) -> bool:
+    from indexing.filters import Schema, matches, parse_filter
+
+    node = parse_filter(flt, Schema.from_json(SCHEMA))
+    return node is None or matches(node, md)
+
+
+@pytest.mark.parametrize("mode", ["dense", "bm25", "hybrid"])
+def test_filtered_search_returns_only_passing_documents_alike_on_one_and_three_shards(
+    client: httpx.Client, mode: str
+) -> None:
+    by_id = {d["id"]: d for d in _docs()}
+    for flt in FILTERS:
+        one = _search(client, "one", mode, flt)
+        three = _search(client, "three", mode, flt)
+        assert one, flt
+        assert all(_passes(flt, by_id[h["id"]]["metadata"]) for h in one), flt
+        assert [(h["id"], h["passage"]["id"]) for h in one] == [(h["id"], h["passage"]["id"]) for h in three], flt
+        assert [h["score"] for h in one] == pytest.approx([h["score"] for h in three], abs=1e-6)
+        if mode == "dense":  # every passing document has a passage: the dense list holds all of them
+            assert {h["id"] for h in one} == {i for i, d in by_id.items() if _passes(flt, d["metadata"])}
+
+
+def test_offset_pages_the_fused_list(client: httpx.Client) -> None:
+    full = _search(client, "one", "hybrid", None, k=12)
+    pages = [_search(client, "one", "hybrid", None, k=4, offset=o) for o in (0, 4, 8)]
+    assert [h["id"] for p in pages for h in p] == [h["id"] for h in full]
+
+
+def test_the_collection_shows_its_schema(client: httpx.Client) -> None:
+    r = client.get("/collections/one")
+    assert r.json()["schema"]["fields"]["tenant"] == "keyword"
+
+
+@pytest.mark.parametrize(("raw", "path"), [m for m in MALFORMED if m[0] not in ([], "tenant")])
+def test_a_malformed_filter_is_a_422_naming_its_path(client: httpx.Client, raw: Any, path: str) -> None:
+    r = client.post("/search", json={"collection": "one", "query": "moon", "filter": raw})
+    assert r.status_code == 422, r.text
+    body = r.json()
+    assert body["error"]["code"] == "invalid_filter", body
+    assert body["error"]["message"].startswith(path), body
+
+
+@pytest.mark.parametrize("raw", [[], "tenant", 3, [{"key": "tenant"}]])
+def test_a_filter_that_is_not_an_object_is_a_422(client: httpx.Client, raw: Any) -> None:
+    r = client.post("/search", json={"collection": "one", "query": "moon", "filter": raw})
+    assert r.status_code == 422, r.text
+    assert "filter" in r.json()["error"]["message"]
+
+
+def test_the_server_is_healthy_after_bad_filters(client: httpx.Client) -> None:
+    for raw, _ in MALFORMED:
+        client.post("/search/batch", json={"collection": "three", "queries": ["a", "b"], "filter": raw})
+    assert client.get("/healthz").status_code == 200
+    assert _search(client, "three", "hybrid", FILTERS[0])
+
+
+def test_index_refuses_metadata_of_the_wrong_type(client: httpx.Client) -> None:
+    doc = {"id": "bad", "text": "a text", "metadata": {"year": "two thousand"}}
+    r = client.post("/index", json={"collection": "one", "documents": [doc]})
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["code"] == "invalid_metadata"
+    assert "documents[0].metadata.year" in r.json()["error"]["message"]
+    other = {"fields": {"tenant": "integer"}, "strict": False}
+    r = client.post("/index", json={"collection": "one", "documents": [{"id": "x", "text": "t"}], "schema": other})
+    assert r.status_code == 409, r.text
