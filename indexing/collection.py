@@ -5,21 +5,22 @@ live at the collection root. A sharded one keeps N such shards under `shards/` (
 
 from __future__ import annotations
 
+import heapq
 import json
 import re
 import shutil
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from indexing.bm25 import BM25Params
 from indexing.chunking import ChunkingParams
 from indexing.dense import DenseIndexParams
-from indexing.docstore import DocStore, PassageHit
+from indexing.docstore import DocStore, DocumentRecord, PassageHit
 from indexing.engine import LOCAL_FANOUT, LocalFanout, ShardRef
 from indexing.filters import FIELD_TYPES
 from indexing.manifest import ManifestError, current_manifest, current_version
@@ -27,7 +28,7 @@ from indexing.merge_policy import TieredMergePolicy
 from indexing.segment import SegmentError
 from indexing.shard_writer import ShardWriter
 from models.cde.context import CorpusContext
-from velaio.files import file_lock
+from velaio.files import file_lock, write_atomic
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 SETTINGS_FILE = "collection.json"
@@ -128,6 +129,8 @@ class Collection:
         self.segments_dir = root / SEGMENTS_DIR
         self._write_lock = threading.RLock()
         self._published: list[int] | None = None  # manifest versions searches read, set by refresh()
+        self._settings_stamp: tuple[int, int, int] | None = None  # the settings file last read (reload_settings)
+        self._settings_lock = threading.Lock()
 
     @contextmanager
     def writer(self) -> Iterator[None]:
@@ -194,6 +197,65 @@ class Collection:
         for s, pids in by_shard.items():
             out.update(shards[s].docstore.passages(pids))
         return out
+
+    # --- the document API: reads of the doc stores, and the writes of its jobs (under the writer lock) --
+    def store_of(self, doc_id: str) -> DocStore:
+        """The doc store that holds (or would hold) a document."""
+        return self.docstore
+
+    def document(self, doc_id: str, *, passages: bool = True) -> DocumentRecord | None:
+        return self.store_of(doc_id).document(doc_id, passages=passages)
+
+    def documents(self, doc_ids: Sequence[str]) -> dict[str, DocumentRecord]:
+        """The stored documents among `doc_ids` (without passages), from whichever shard holds each."""
+        by_store: dict[int, tuple[DocStore, list[str]]] = {}
+        for doc_id in doc_ids:
+            store = self.store_of(doc_id)
+            by_store.setdefault(id(store), (store, []))[1].append(doc_id)
+        out: dict[str, DocumentRecord] = {}
+        for store, ids in by_store.values():
+            out.update(store.documents(ids))
+        return out
+
+    def scan_metadata(self, after: str | None, page: int) -> Iterator[tuple[str, str]]:
+        """(doc_id, metadata JSON) of every document with an id above `after`, in id order: the shards' id-ordered
+        streams merged, each read `page` documents at a time (a caller that stops early reads little more)."""
+        streams = [_scan(s.docstore, after, page) for s in self.shard_list]
+        return streams[0] if len(streams) == 1 else heapq.merge(*streams, key=lambda row: row[0])
+
+    def rewrite_metadata(self, items: Sequence[tuple[str, dict[str, Any], str]]) -> None:
+        """New metadata and content hashes, passages re-inserted with their embeddings (DocStore.rewrite_metadata)."""
+        self.docstore.rewrite_metadata(items)
+
+    def _settings_holders(self) -> list[Collection]:
+        """Every directory with a settings file: the shards first, then the collection."""
+        return [s for s in self.shard_list if s is not self] + [self]
+
+    def set_schema(self, schema: dict[str, Any]) -> None:
+        """Declare metadata fields (the caller holds the writer lock and has checked the stored values): each
+        settings file is replaced atomically, then the settings in memory; the next commit's manifests carry it."""
+        check_schema(schema)
+        with self._settings_lock:  # the background reader's reload_settings never brings back the old file
+            for target in self._settings_holders():
+                new = replace(target.settings, schema=schema)
+                path = target.root / SETTINGS_FILE
+                write_atomic(path, json.dumps(new.to_json(), indent=2).encode())
+                target.settings, target._settings_stamp = new, _stamp(path)
+
+    def reload_settings(self) -> bool:
+        """Read the settings files again where another process replaced them (a schema a `vela worker` declared);
+        a stat each when nothing changed. True when something was read."""
+        changed = False
+        with self._settings_lock:
+            for target in self._settings_holders():
+                try:
+                    stamp = _stamp(target.root / SETTINGS_FILE)
+                    if stamp != target._settings_stamp:
+                        target.settings, target._settings_stamp = load_settings(target.root), stamp
+                        changed = True
+                except (OSError, ValueError, KeyError):
+                    continue  # deleted meanwhile, or unreadable: the next call reads it again
+        return changed
 
     # --- writing ------------------------------------------------------------------------------------
     def commit(self, context: CorpusContext | None = None, *, rebuild: bool = False) -> int:
@@ -315,6 +377,21 @@ class Collection:
 
     def close(self) -> None:
         self.docstore.close()
+
+
+def _stamp(path: Path) -> tuple[int, int, int]:
+    """Which version of a file this is: replaced atomically, a new file has a new inode."""
+    st = path.stat()
+    return st.st_ino, st.st_mtime_ns, st.st_size
+
+
+def _scan(store: DocStore, after: str | None, page: int) -> Iterator[tuple[str, str]]:
+    while True:
+        rows = store.metadata_after(after, page)
+        yield from rows
+        if len(rows) < page:
+            return
+        after = rows[-1][0]
 
 
 def load_settings(root: Path) -> CollectionSettings:

@@ -89,6 +89,18 @@ class PassageHit:
     metadata: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class DocumentRecord:
+    """A stored document as it was indexed; `passages` (pid, index, start, end) when asked for."""
+
+    doc_id: str
+    title: str
+    text: str
+    metadata: dict[str, Any]
+    content_hash: str
+    passages: list[tuple[int, int, int, int]] | None = None
+
+
 def _init_schema(conn: sqlite3.Connection) -> None:
     conn.executescript(SCHEMA)
     columns = {row[1] for row in conn.execute("PRAGMA table_info(documents)")}
@@ -200,6 +212,39 @@ class DocStore:
             rollback(conn)
             raise
 
+    def rewrite_metadata(self, items: Sequence[tuple[str, dict[str, Any], str]], first_pid: int | None = None) -> int:
+        """New metadata (and content hash) for documents, without re-embedding: each document's passages are
+        inserted again with new ids and the same spans and embeddings, so that the next commit writes them into
+        a new segment with the new metadata and tombstones the old rows (segments are immutable). Passage ids
+        from `first_pid` on (a sharded collection numbers them across shards), else the autoincrement.
+        Documents gone meanwhile are skipped. Returns the next free passage id."""
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            pid = first_pid
+            for doc_id, metadata, chash in items:
+                rows = conn.execute(
+                    "SELECT idx, start, end, embedding FROM passages WHERE doc_id = ? ORDER BY idx", (doc_id,)
+                ).fetchall()
+                cur = conn.execute(
+                    "UPDATE documents SET metadata = ?, content_hash = ? WHERE doc_id = ?",
+                    (json.dumps(metadata), chash, doc_id),
+                )
+                if cur.rowcount == 0:
+                    continue
+                conn.execute("DELETE FROM passages WHERE doc_id = ?", (doc_id,))  # the trigger records them dead
+                new = [(None if pid is None else pid + i, doc_id, *row) for i, row in enumerate(rows)]
+                conn.executemany(
+                    "INSERT INTO passages(pid, doc_id, idx, start, end, embedding) VALUES (?,?,?,?,?,?)", new
+                )
+                pid = None if pid is None else pid + len(rows)
+            self._bump(conn)
+            conn.execute("COMMIT")
+        except BaseException:
+            rollback(conn)
+            raise
+        return pid if pid is not None else self.next_pid()
+
     @staticmethod
     def _bump(conn: sqlite3.Connection) -> int:
         conn.execute("UPDATE meta SET value = value + 1 WHERE key = 'seq'")
@@ -258,6 +303,38 @@ class DocStore:
             part = list(keys[i : i + 500])
             rows.extend(conn.execute(sql.format(marks=",".join("?" * len(part))), part).fetchall())
         return rows
+
+    def document(self, doc_id: str, *, passages: bool = True) -> DocumentRecord | None:
+        """One stored document (None when there is none), with its passages in order when asked."""
+        conn = self._conn()
+        row = conn.execute(
+            "SELECT title, text, metadata, content_hash FROM documents WHERE doc_id = ?", (doc_id,)
+        ).fetchone()
+        if row is None:
+            return None
+        spans = None
+        if passages:
+            q = "SELECT pid, idx, start, end FROM passages WHERE doc_id = ? ORDER BY idx"
+            spans = [(int(p), int(i), int(a), int(b)) for p, i, a, b in conn.execute(q, (doc_id,))]
+        return DocumentRecord(doc_id, row[0], row[1], json.loads(row[2]), row[3], spans)
+
+    def documents(self, doc_ids: Sequence[str]) -> dict[str, DocumentRecord]:
+        """The stored documents among `doc_ids` (without passages)."""
+        rows = self._select_in(
+            "SELECT doc_id, title, text, metadata, content_hash FROM documents WHERE doc_id IN ({marks})",
+            list(doc_ids),
+        )
+        return {r[0]: DocumentRecord(r[0], r[1], r[2], json.loads(r[3]), r[4]) for r in rows}
+
+    def metadata_after(self, after: str | None, limit: int) -> list[tuple[str, str]]:
+        """(doc_id, metadata JSON text) of the first `limit` documents with ids above `after`, by id (the
+        primary key's order: SQLite compares text as UTF-8 bytes, which is code point order, as Python does)."""
+        conn = self._conn()
+        if after is None:
+            q = "SELECT doc_id, metadata FROM documents ORDER BY doc_id LIMIT ?"
+            return conn.execute(q, (limit,)).fetchall()
+        q = "SELECT doc_id, metadata FROM documents WHERE doc_id > ? ORDER BY doc_id LIMIT ?"
+        return conn.execute(q, (after, limit)).fetchall()
 
     def content_hashes(self, doc_ids: Sequence[str]) -> dict[str, str]:
         return dict(self._select_in("SELECT doc_id, content_hash FROM documents WHERE doc_id IN ({marks})", doc_ids))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -9,6 +10,7 @@ from typing import Any
 
 from indexing.collection import Collection, CollectionNotFound
 from indexing.context import commit_collection, ensure_context, maybe_refresh
+from indexing.filters import Schema, value_fits
 from indexing.jobs import TERMINAL, JobKind, JobStatus, JobStore
 from indexing.merger import after_commit
 from indexing.prepare import content_hash, prepare_documents
@@ -44,6 +46,7 @@ def run_job(
     try:
         coll = collections.get(job.collection)
         payload = jobs.payload(job_id)
+        coll.reload_settings()  # a schema another process declared since this one opened the collection
         if ray is not None and isinstance(coll, ShardedCollection) and job.kind == JobKind.UPSERT:
             from indexing.ray_ingest import run_ray_job  # Ray is imported only on this path
 
@@ -63,6 +66,7 @@ def run_job(
         if embedder.contextual and isinstance(coll, ShardedCollection):
             raise ValueError(f"collection {coll.name!r} is sharded: contextual embedders are not supported")
         with coll.writer():
+            coll.reload_settings()  # read again under the lock: a schema job may have run meanwhile
             status = _run_batches(
                 job_id, job.kind, payload, coll, jobs, embedder, batch_size, commit_interval_s, on_progress
             )
@@ -127,6 +131,13 @@ def _run_batches(
             target.docstore.delete([ids[i] for i in positions])
         jobs.progress(job_id, len(payload))
         return JobStatus.SUCCEEDED
+    if kind in (JobKind.PATCH, JobKind.SCHEMA):
+        if kind == JobKind.PATCH:
+            _patch(coll, payload)
+        else:
+            _declare(coll, payload[0])
+        jobs.progress(job_id, len(payload))
+        return JobStatus.SUCCEEDED
     context = ensure_context(coll, embedder, payload) if embedder.contextual else None
     last_commit = time.monotonic()
     done = 0
@@ -144,6 +155,7 @@ def _run_batches(
         else:
             stored = coll.docstore.content_hashes([d["id"] for d in batch])
         changed = [d for d in batch if stored.get(d["id"]) != content_hash(d, coll.settings.chunking)]
+        changed = _rewrite_if_only_metadata(coll, changed) if changed else changed
         if changed:
             prepared = prepare_documents(changed, coll, embedder, context)
             if isinstance(coll, ShardedCollection):
@@ -158,3 +170,70 @@ def _run_batches(
             commit_collection(coll, embedder)  # long jobs become searchable as they go, a segment at a time
             last_commit = time.monotonic()
     return JobStatus.SUCCEEDED
+
+
+class SchemaMismatch(ValueError):
+    """Metadata that does not fit the declared fields: the job fails and changes nothing."""
+
+
+MAX_NAMED = 10  # offending documents a failed schema job names
+
+
+def _rewrite_if_only_metadata(coll: Collection, docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Changed documents whose stored title and text are the same get their new metadata without re-embedding,
+    as PATCH does; the others are returned, to embed."""
+    stored = coll.documents([d["id"] for d in docs])
+    same, rest = [], []
+    for d in docs:
+        rec = stored.get(d["id"])
+        if rec is not None and rec.title == (d.get("title") or "") and rec.text == d["text"]:
+            same.append((rec.doc_id, d.get("metadata") or {}, content_hash(d, coll.settings.chunking)))
+        else:
+            rest.append(d)
+    if same:
+        coll.rewrite_metadata(same)
+    return rest
+
+
+def _patch(coll: Collection, payload: list[Any]) -> None:
+    """New metadata ({"id", "metadata", "mode": "merge" | "replace"} each), merged with what is stored now (a
+    shallow update) or replacing it, written without re-embedding. Run again, it finds nothing to change."""
+    fields = Schema.from_json(coll.settings.schema).fields
+    items = []
+    for p in payload:
+        doc = coll.document(p["id"], passages=False)
+        if doc is None:
+            continue  # deleted since it was queued
+        new = dict(p["metadata"]) if p["mode"] == "replace" else {**doc.metadata, **p["metadata"]}
+        for key, kind in fields.items():  # declared since the request was checked
+            if key in new and not value_fits(new[key], kind):
+                raise SchemaMismatch(f"document {doc.doc_id!r}: metadata.{key} is not a {kind} (the field's type)")
+        chash = content_hash({"title": doc.title, "text": doc.text, "metadata": new}, coll.settings.chunking)
+        if chash != doc.content_hash:
+            items.append((doc.doc_id, new, chash))
+    if items:
+        coll.rewrite_metadata(items)
+
+
+def _declare(coll: Collection, schema: dict[str, Any]) -> None:
+    """Declare metadata fields once every stored value of a newly declared (or retyped) field fits its type; else
+    fail naming up to MAX_NAMED documents, and change nothing. The commit that follows publishes manifests that
+    carry the schema, and searches then filter on those fields with typed columns."""
+    old = Schema.from_json(coll.settings.schema).fields
+    new = {k: t for k, t in Schema.from_json(schema).fields.items() if old.get(k) != t}
+    bad: list[str] = []
+    n_bad = 0
+    if new:
+        for doc_id, text in coll.scan_metadata(None, 1000):
+            md = json.loads(text)
+            if any(k in md and not value_fits(md[k], t) for k, t in new.items()):
+                n_bad += 1
+                if len(bad) < MAX_NAMED:
+                    bad.append(doc_id)
+    if bad:
+        declared = ", ".join(f"{k}: {t}" for k, t in sorted(new.items()))
+        raise SchemaMismatch(
+            f"{n_bad} document(s) hold values that do not fit the declared fields ({declared}), e.g. {bad}; "
+            "nothing was changed"
+        )
+    coll.set_schema(schema)

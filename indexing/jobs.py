@@ -49,6 +49,8 @@ TERMINAL = {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED}
 class JobKind(StrEnum):
     UPSERT = "upsert"
     DELETE = "delete"
+    PATCH = "patch"  # new metadata for documents, without re-embedding
+    SCHEMA = "schema"  # declare metadata fields, once every stored value fits them
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from indexing.collection import (
     IndexNotReady,
     load_settings,
 )
-from indexing.docstore import StoredDocument
+from indexing.docstore import DocStore, StoredDocument
 from indexing.manifest import ManifestError, current_version
 from indexing.merge_policy import TieredMergePolicy
 from models.cde.context import CorpusContext
@@ -60,6 +60,8 @@ class ShardedCollection(Collection):
         self.segments_dir = root / SEGMENTS_DIR
         self._write_lock = threading.RLock()
         self._published: list[int] | None = None
+        self._settings_stamp: tuple[int, int, int] | None = None
+        self._settings_lock = threading.Lock()
         self._set_lock = threading.Lock()
         self.shards: list[Collection] = []
         for i in range(settings.shards):
@@ -97,6 +99,16 @@ class ShardedCollection(Collection):
         for shard, positions in zip(self.shards, self.split([d.doc_id for d in numbered]), strict=True):
             if positions:
                 shard.docstore.upsert([numbered[i] for i in positions])
+
+    def store_of(self, doc_id: str) -> DocStore:
+        return self.shard_for(doc_id).docstore
+
+    def rewrite_metadata(self, items: Sequence[tuple[str, dict[str, Any], str]]) -> None:
+        """Each shard's documents re-inserted with passage ids numbered across the shards, as `number` does."""
+        pid = max(s.docstore.next_pid() for s in self.shards)
+        for shard, positions in zip(self.shards, self.split([item[0] for item in items]), strict=True):
+            if positions:
+                pid = shard.docstore.rewrite_metadata([items[i] for i in positions], first_pid=pid)
 
     @property
     def shard_list(self) -> list[Collection]:

@@ -64,6 +64,7 @@ class CollectionStore:
 
     # --- the background reader: new manifests are loaded here, never by a request -----------------
     def refresh(self, coll: Collection) -> bool:
+        coll.reload_settings()  # a schema declared by another process (a `vela worker`): filters are parsed with it
         try:
             return coll.refresh(self.fanout)
         except (IndexNotReady, ManifestError, SegmentError, OSError) as exc:

@@ -1,0 +1,174 @@
+"""The document API: GET one document, scroll a collection's documents, PATCH metadata, count, declare fields."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request, Response, status
+
+from indexing.collection import Collection, CollectionNotFound
+from indexing.docstore import DocumentRecord
+from indexing.filters import Node
+from service.api.routes.collections import not_found
+from service.deps import State
+from service.document_api import (
+    BadCursor,
+    DocumentNotFound,
+    MetadataOutOfBounds,
+    count,
+    decode_cursor,
+    encode_cursor,
+    get_document,
+    scroll,
+    submit_patch,
+    submit_schema,
+)
+from service.document_schemas import (
+    MAX_SCROLL_LIMIT,
+    CountRequest,
+    CountResponse,
+    DocumentOut,
+    PassageSpan,
+    PatchRequest,
+    ScrollResponse,
+    StoredDocumentOut,
+)
+from service.documents import InvalidMetadata
+from service.errors import ApiError, parse_request_filter
+from service.limits import check_response_size
+from service.schemas import CollectionSchema, ErrorResponse, JobAccepted
+from service.state import AppState
+
+router = APIRouter(prefix="/collections", tags=["documents"])
+ERRORS: dict[int | str, dict[str, Any]] = {404: {"model": ErrorResponse}, 422: {"model": ErrorResponse}}
+MAX_FILTER_CHARS = 65_536  # the filter query parameter, as JSON text
+
+
+def _collection(state: AppState, name: str) -> Collection:
+    try:
+        return state.collections.get(name)
+    except CollectionNotFound as exc:
+        raise not_found(name) from exc
+
+
+def _document_not_found(name: str, doc_id: str) -> ApiError:
+    return ApiError(404, "document_not_found", f"no document {doc_id!r} in collection {name!r}")
+
+
+def _accepted(request: Request, job_id: str, job_status: str) -> JobAccepted:
+    return JobAccepted(job_id=job_id, status=job_status, url=str(request.url_for("get_job", job_id=job_id)))
+
+
+def _stored(doc: DocumentRecord) -> StoredDocumentOut:
+    return StoredDocumentOut(id=doc.doc_id, title=doc.title, text=doc.text, metadata=doc.metadata)
+
+
+def _query_filter(raw: str | None, coll: Collection) -> Node | None:
+    """The `filter` query parameter: JSON text of a filter, parsed against the collection's schema."""
+    if raw is None or not raw.strip():
+        return None
+    try:
+        parsed = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise ApiError(422, "invalid_filter", f"filter: not valid JSON ({str(exc)[:120]})") from exc
+    return parse_request_filter(parsed, coll.settings.schema)
+
+
+@router.get("/{name}/documents", response_model=ScrollResponse, responses=ERRORS)
+def scroll_documents(
+    name: str,
+    state: State,
+    filter_: Annotated[
+        str | None,
+        Query(
+            alias="filter",
+            max_length=MAX_FILTER_CHARS,
+            description="a metadata filter as JSON text (the Filter schema), matched on each document's latest "
+            "stored metadata",
+        ),
+    ] = None,
+    cursor: Annotated[
+        str | None, Query(max_length=4096, description="next_cursor of the previous page; unset: from the start")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_SCROLL_LIMIT, description="most documents in the page")] = 100,
+) -> Response:
+    """Scroll the collection's documents in id order, filtered by metadata. Documents keep their place while they
+    are upserted or patched, so a scroll visits each document present at its start (and not deleted) exactly once.
+    Each request scans a bounded number of documents: a page may hold fewer than `limit` (even none) and still
+    have a `next_cursor`; the scroll ends when `next_cursor` is null."""
+    coll = _collection(state, name)
+    node = _query_filter(filter_, coll)
+    try:
+        after = decode_cursor(cursor) if cursor else None
+    except BadCursor as exc:
+        raise ApiError(422, "invalid_cursor", str(exc)) from exc
+    page = scroll(state=state, coll=coll, node=node, after=after, limit=limit)
+    body = ScrollResponse(
+        documents=[_stored(d) for d in page.documents],
+        next_cursor=encode_cursor(page.next_after) if page.next_after is not None else None,
+    ).model_dump_json()
+    check_response_size(state.settings, len(body))
+    return Response(body, media_type="application/json")
+
+
+# `:path`, as for DELETE: any document id can be addressed, "/" included.
+@router.get("/{name}/documents/{doc_id:path}", response_model=DocumentOut, responses=ERRORS)
+def read_document(name: str, doc_id: str, state: State) -> DocumentOut:
+    """One document exactly as stored: title, text, metadata, and its passages (ids and character offsets)."""
+    try:
+        doc = get_document(state=state, collection=name, doc_id=doc_id)
+    except CollectionNotFound as exc:
+        raise not_found(name) from exc
+    except DocumentNotFound as exc:
+        raise _document_not_found(name, doc_id) from exc
+    spans = [PassageSpan(id=p, index=i, start=a, end=b) for p, i, a, b in doc.passages or []]
+    return DocumentOut(id=doc.doc_id, title=doc.title, text=doc.text, metadata=doc.metadata, passages=spans)
+
+
+@router.patch(
+    "/{name}/documents/{doc_id:path}",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=JobAccepted,
+    responses=ERRORS,
+)
+def patch_document(name: str, doc_id: str, body: PatchRequest, state: State, request: Request) -> JobAccepted:
+    """Change a document's metadata without re-embedding it (a job, like every write). Reads (GET, scroll) see
+    the new metadata once the job has succeeded, and so do searches and counts: the job ends with a commit."""
+    try:
+        job = submit_patch(state=state, collection=name, doc_id=doc_id, metadata=body.metadata, mode=body.mode)
+    except CollectionNotFound as exc:
+        raise not_found(name) from exc
+    except DocumentNotFound as exc:
+        raise _document_not_found(name, doc_id) from exc
+    except InvalidMetadata as exc:
+        raise ApiError(422, "invalid_metadata", str(exc)) from exc
+    except MetadataOutOfBounds as exc:
+        raise ApiError(422, "invalid_request", str(exc)) from exc
+    return _accepted(request, job.id, job.status.value)
+
+
+@router.post("/{name}/count", response_model=CountResponse, responses=ERRORS)
+def count_documents(name: str, body: CountRequest, state: State) -> CountResponse:
+    """Documents with a live passage that passes the filter, in the searchable (committed) index: what searches
+    see, so writes count once their job has succeeded."""
+    coll = _collection(state, name)
+    node = parse_request_filter(body.filter, coll.settings.schema)
+    return CountResponse(count=count(state=state, coll=coll, node=node))
+
+
+@router.put(
+    "/{name}/schema",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=JobAccepted,
+    responses=ERRORS,
+)
+def declare_schema(name: str, body: CollectionSchema, state: State, request: Request) -> JobAccepted:
+    """Declare the collection's metadata fields (and strictness) through a job: it checks every stored value of
+    the fields being declared and fails, changing nothing, naming documents whose values do not fit; else filters
+    on those fields use typed indexes once it has succeeded."""
+    try:
+        job = submit_schema(state=state, collection=name, schema=body.model_dump())
+    except CollectionNotFound as exc:
+        raise not_found(name) from exc
+    return _accepted(request, job.id, job.status.value)

@@ -1,0 +1,146 @@
+"""Domain functions behind the document API (keyword-only; no HTTP here): read one document, scroll the
+documents of a collection, patch a document's metadata, count, and declare metadata fields later.
+
+Reads go to the doc stores (the latest stored state); count reads the published index. Writes are jobs.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from indexing import engine
+from indexing.collection import Collection
+from indexing.docstore import DocumentRecord
+from indexing.filters import Node, matches
+from indexing.jobs import Job, JobKind
+from service.documents import InvalidMetadata, check_metadata_types
+from service.limits import metadata_problem
+from service.state import AppState
+
+SCAN_FACTOR = 10  # a scroll page scans at most this many documents per document it may return
+SCAN_BYTES = 16 * 1024 * 1024  # and at most this much stored metadata
+SHARD_PAGE = 256  # documents read from one doc store at a time
+_CURSOR_PREFIX = "v1\n"
+
+
+class DocumentNotFound(KeyError):
+    pass
+
+
+class BadCursor(ValueError):
+    pass
+
+
+class MetadataOutOfBounds(ValueError):
+    """Metadata past VELA_MAX_METADATA_* (depth, keys, JSON size) or not serialisable."""
+
+
+def encode_cursor(after: str) -> str:
+    """The opaque cursor of a scroll position: the last document id visited (url-safe base64, no padding)."""
+    return base64.urlsafe_b64encode((_CURSOR_PREFIX + after).encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> str:
+    try:
+        raw = base64.b64decode(cursor + "=" * (-len(cursor) % 4), altchars=b"-_", validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
+        raise BadCursor("cursor: not a cursor this API returned (pass next_cursor as it is)") from exc
+    if not raw.startswith(_CURSOR_PREFIX):
+        raise BadCursor("cursor: not a cursor this API returned (pass next_cursor as it is)")
+    return raw[len(_CURSOR_PREFIX) :]
+
+
+def get_document(*, state: AppState, collection: str, doc_id: str) -> DocumentRecord:
+    """The stored document with its passages; CollectionNotFound or DocumentNotFound."""
+    doc = state.collections.get(collection).document(doc_id)
+    if doc is None:
+        raise DocumentNotFound(doc_id)
+    return doc
+
+
+@dataclass(frozen=True)
+class ScrollPage:
+    documents: list[DocumentRecord]
+    next_after: str | None  # the last id visited, when documents may follow
+
+
+def _size(doc: DocumentRecord) -> int:
+    """The document's share of a response, as JSON (what a page's byte budget counts)."""
+    return len(json.dumps([doc.doc_id, doc.title, doc.text, doc.metadata], ensure_ascii=False).encode()) + 64
+
+
+def scroll(*, state: AppState, coll: Collection, node: Node | None, after: str | None, limit: int) -> ScrollPage:
+    """Documents with ids above `after`, in id order, whose latest stored metadata passes the filter.
+
+    The work of one request is bounded: it scans at most SCAN_FACTOR x limit documents and SCAN_BYTES of
+    metadata, and returns at most VELA_MAX_RESPONSE_BYTES; a page may so hold fewer than `limit` documents and
+    still have a next position. The order is by id, so documents upserted or patched during a scroll keep their
+    place: every document present at its start and not deleted during it is visited exactly once."""
+    max_scan = SCAN_FACTOR * limit
+    per_shard = max(8, min(SHARD_PAGE, max_scan // len(coll.shard_list) + 1))
+    picked: list[str] = []
+    scanned = read = 0
+    last, more = after, False
+    for doc_id, text in coll.scan_metadata(after, per_shard):
+        if len(picked) >= limit or scanned >= max_scan or read >= SCAN_BYTES:
+            more = True  # one more document exists past this page
+            break
+        scanned, read, last = scanned + 1, read + len(text), doc_id
+        if node is None or matches(node, json.loads(text)):
+            picked.append(doc_id)
+    stored = coll.documents(picked)
+    budget = state.settings.max_response_bytes - 4096
+    out: list[DocumentRecord] = []
+    for doc_id in picked:
+        doc = stored.get(doc_id)
+        if doc is None or (node is not None and not matches(node, doc.metadata)):
+            continue  # deleted or changed since it was scanned
+        budget -= _size(doc)
+        if out and budget < 0:
+            return ScrollPage(out, out[-1].doc_id)  # the rest comes with the next page
+        out.append(doc)
+    return ScrollPage(out, last if more else None)
+
+
+def count(*, state: AppState, coll: Collection, node: Node | None) -> int:
+    """Documents of the published index with a live passage that passes the filter."""
+    return engine.count(coll, state.collections.fanout, node)
+
+
+def submit_patch(
+    *, state: AppState, collection: str, doc_id: str, metadata: dict[str, Any], mode: Literal["merge", "replace"]
+) -> Job:
+    """Check the new metadata (declared fields' types, then the metadata limits on what would be stored), then
+    queue a job that writes it without re-embedding. CollectionNotFound, DocumentNotFound, InvalidMetadata,
+    MetadataOutOfBounds; nothing is queued on any of them."""
+    coll = state.collections.get(collection)
+    doc = coll.document(doc_id, passages=False)
+    if doc is None:
+        raise DocumentNotFound(doc_id)
+    problem = metadata_problem(metadata, state.settings)  # first: bounds the depth before anything recurses
+    if problem is None:
+        try:
+            check_metadata_types(schema=coll.settings.schema, documents=[{"metadata": metadata}])
+        except InvalidMetadata as exc:
+            raise InvalidMetadata(str(exc).removeprefix("documents[0].")) from exc
+        merged = metadata if mode == "replace" else {**doc.metadata, **metadata}
+        problem = metadata_problem(merged, state.settings)
+    if problem is not None:
+        raise MetadataOutOfBounds(f"metadata ({mode} with the stored metadata): {problem}")
+    payload = [{"id": doc_id, "metadata": metadata, "mode": mode}]
+    job = state.jobs.create(collection=collection, kind=JobKind.PATCH, payload=payload)
+    state.queue.submit(job.id)
+    return job
+
+
+def submit_schema(*, state: AppState, collection: str, schema: dict[str, Any]) -> Job:
+    """Queue a job that declares the collection's metadata fields (it fails, changing nothing, when stored values
+    do not fit them). CollectionNotFound before anything is queued."""
+    state.collections.get(collection)
+    job = state.jobs.create(collection=collection, kind=JobKind.SCHEMA, payload=[schema])
+    state.queue.submit(job.id)
+    return job
