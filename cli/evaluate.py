@@ -17,6 +17,8 @@ import ir_measures
 import numpy as np
 from tqdm import tqdm
 
+from cli.eval_report import EvalDetail, NamedRun, check_baseline, load_baselines, score_run, write_report
+from cli.eval_report import write_run_files as write_trec_runs
 from indexing.ingest import run_job
 from indexing.jobs import JobKind
 from models.reranker import CrossEncoder
@@ -30,6 +32,7 @@ from velaio.beir import read_corpus, read_qrels, read_queries, read_query_ids
 MEASURES = {"ndcg@10": ir_measures.nDCG @ 10, "recall@100": ir_measures.R @ 100, "mrr@10": ir_measures.RR @ 10}
 INGEST_CHUNK = 5000  # documents per job: bounded job payloads, progress per batch
 QUERY_BATCH = 64
+DEPTH = 100  # hits per query: the deepest measure's cut (R@100), and the run files' depth
 
 
 def evaluate(
@@ -47,7 +50,11 @@ def evaluate(
     query_ids: Path | None = None,
     precision: str | None = None,
     shards: int = 1,
+    detail: EvalDetail | None = None,
+    latency: bool = False,
 ) -> dict[str, Any]:
+    """Ingest `data`, search its queries in each mode and score them. `detail`, when given, receives the runs
+    and judgements (for run files and the report); `latency` adds a pass that times each query alone."""
     t0 = time.time()
     settings = Settings() if precision is None else Settings(precision=precision)
     update: dict[str, Any] = {"data_dir": workdir or settings.data_dir / "eval"}
@@ -93,9 +100,11 @@ def evaluate(
             raise ValueError(f"none of the ids in {query_ids} is a {split} query of {data}")
         qrels = {q: qrels[q] for q in qids}  # the mean is over these queries only (a missing run counts as 0)
     emb = state.embedders.get(coll.settings.embedder)
+    detail = detail if detail is not None else EvalDetail(qrels={}, queries={})
+    detail.qrels, detail.queries = qrels, {q: queries[q] for q in qids}
     # --rerank: the service's own rerank step (no time budget) on each mode's top N; the metrics without it
     # are kept as "baseline", and the time it adds per query is reported.
-    step = None
+    step = timed_step = None
     if rerank:
         step = prepare_rerank(
             cache=state.rerankers,
@@ -106,6 +115,7 @@ def evaluate(
             batch_size=settings.rerank_batch_size,
             weight=rerank_weights[0],
         )
+        timed_step = step  # the latency pass runs the model itself, not the memo below
         if len(rerank_weights) > 1 and step.encoder is not None:  # the model runs once per pair, for every weight
             step = dataclasses.replace(step, encoder=cast(CrossEncoder, MemoScores(step.encoder)))
     metrics: dict[str, dict[str, float]] = {}
@@ -116,17 +126,34 @@ def evaluate(
         search = partial(
             _search_mode, coll=coll, embedder=emb, queries=queries, qids=qids, mode=mode, dim=dim, rescore=rescore
         )
+        name = f"{mode}-{dim}" + ("-norescore" if dim == "256" and not rescore else "")  # the run file's stem
         if step is None:
-            metrics[mode] = _score(qrels, search(rerank=None)[0])
-            continue
-        baseline[mode] = _score(qrels, search(rerank=None)[0])
-        run, added_ms[mode] = search(rerank=step)  # the first weight: the headline, and the latency measured
-        metrics[mode] = _score(qrels, run)
-        for w in rerank_weights[1:]:
-            again, _ = search(rerank=dataclasses.replace(step, weight=w))  # scores from the memo: no latency
-            by_weight.setdefault(f"{w:g}", {})[mode] = _score(qrels, again)
+            run = search(rerank=None)[0]
+            metrics[mode] = _score(qrels, run)
+            detail.runs.append(NamedRun(name, mode, f"/metrics/{mode}", run))
+        else:
+            plain = search(rerank=None)[0]
+            baseline[mode] = _score(qrels, plain)
+            run, added_ms[mode] = search(rerank=step)  # the first weight: the headline, and the latency measured
+            metrics[mode] = _score(qrels, run)
+            detail.runs += [
+                NamedRun(name, mode, f"/baseline/{mode}", plain),
+                NamedRun(f"{name}-rerank", mode, f"/metrics/{mode}", run),
+            ]
+            for w in rerank_weights[1:]:
+                again, _ = search(rerank=dataclasses.replace(step, weight=w))  # scores from the memo: no latency
+                by_weight.setdefault(f"{w:g}", {})[mode] = _score(qrels, again)
+                where = f"/rerank/metrics_by_weight/{w:g}/{mode}"
+                detail.runs.append(NamedRun(f"{name}-rerank-w{w:g}", mode, where, again))
+        if latency:
+            detail.latency_ms[mode] = _time_queries(search, rerank=timed_step)
     stats = coll.stats()
     extra: dict[str, Any] = {}
+    if detail.latency_ms:
+        extra["latency_ms"] = {  # each query searched alone (the report's latency plots)
+            m: {f"p{p}": round(float(np.percentile(v, p)), 1) for p in (50, 90, 99)}
+            for m, v in detail.latency_ms.items()
+        }
     if step is not None:
         extra["baseline"] = baseline  # the same modes without the rerank stage
         extra["rerank"] = {
@@ -188,18 +215,19 @@ def _search_mode(
     dim: str,
     rescore: bool,
     rerank: Reranking | None,
+    batch_size: int = QUERY_BATCH,
 ) -> tuple[dict[str, dict[str, float]], list[float]]:
     """One mode's run (qid -> {doc: score}), and the rerank time of each query (empty without rerank)."""
     run: dict[str, dict[str, float]] = {}
     rerank_ms: list[float] = []
     desc = f"search {mode}" + (" + rerank" if rerank is not None else "")
-    for start in tqdm(range(0, len(qids), QUERY_BATCH), desc=desc, unit="batch"):
-        batch = qids[start : start + QUERY_BATCH]
+    for start in tqdm(range(0, len(qids), batch_size), desc=desc, unit="batch", disable=batch_size == 1):
+        batch = qids[start : start + batch_size]
         results = search_batch(
             collection=coll,
             embedder=embedder if mode != "bm25" else None,
             queries=[queries[q] for q in batch],
-            k=100,
+            k=DEPTH,
             mode=mode,  # type: ignore[arg-type]
             dim=dim,  # type: ignore[arg-type]
             rescore=rescore,
@@ -210,14 +238,29 @@ def _search_mode(
                 if res.rerank.status != "ok":  # a reranker that fails must fail the eval, not score as fused
                     raise RuntimeError(f"rerank of query {qid} ended {res.rerank.status}: {res.rerank.error}")
                 rerank_ms.append(res.rerank.took_ms)
-            # Scores for ir_measures must order like the ranks; RRF and BM25 ties keep their list order.
+            # Scores that order like the ranks, strictly decreasing: RRF and BM25 ties keep Vela's list order
+            # in ir_measures here and in any tool that reads the run files (they break ties by doc id).
             run[qid] = {h.id: float(len(res.hits) - i) for i, h in enumerate(res.hits)}
     return run, rerank_ms
 
 
+def _time_queries(search: partial[Any], *, rerank: Reranking | None) -> list[float]:
+    """Milliseconds of each query searched alone, as one API request would run (in process, no HTTP). Its run
+    is thrown away: the metrics come from the batched pass, whose encoder batches may round differently."""
+    qids: list[str] = search.keywords["qids"]
+    if not qids:
+        return []
+    search(qids=qids[:1], rerank=rerank, batch_size=1)  # warm-up: first-call costs are not a query's latency
+    took = []
+    for q in tqdm(qids, desc=f"latency {search.keywords['mode']}", unit="query"):
+        t = time.perf_counter()
+        search(qids=[q], rerank=rerank, batch_size=1)
+        took.append((time.perf_counter() - t) * 1000.0)
+    return took
+
+
 def _score(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]]) -> dict[str, float]:
-    agg = ir_measures.calc_aggregate(list(MEASURES.values()), qrels, run)
-    return {name: round(float(agg[m]), 4) for name, m in MEASURES.items()}
+    return score_run(qrels, run, MEASURES)
 
 
 def print_table(result: dict[str, Any]) -> None:
@@ -247,6 +290,14 @@ def main(args: argparse.Namespace) -> int:
     if args.query_ids and not Path(args.query_ids).is_file():
         print(f"--query-ids: no file {args.query_ids}", file=sys.stderr)
         return 2
+    baselines = [Path(b) for b in args.baseline or []]
+    if baselines and not args.report:
+        print("--baseline: only the report (--report DIR) shows baselines", file=sys.stderr)
+        return 2
+    for why in filter(None, map(check_baseline, baselines)):  # before the evaluation, not after it
+        print(f"--baseline: {why}", file=sys.stderr)
+        return 2
+    detail = EvalDetail(qrels={}, queries={})
     result = evaluate(
         data=Path(args.data),
         modes=modes,
@@ -261,11 +312,29 @@ def main(args: argparse.Namespace) -> int:
         query_ids=Path(args.query_ids) if args.query_ids else None,
         precision=args.precision,
         shards=args.shards,
+        detail=detail,
+        latency=bool(args.report),
     )
     result["command"] = "vela " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    status = 0
+    if args.run_dir:
+        try:
+            result["run_files"] = write_trec_runs(Path(args.run_dir), detail)
+            result["run_dir"] = args.run_dir
+        except ValueError as e:
+            print(f"--run-dir: {e}", file=sys.stderr)
+            status = 1
     print_table(result)
     if args.json_out:
         out = Path(args.json_out)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(result, indent=2) + "\n")
-    return 0
+    if args.report:
+        try:
+            series = load_baselines(baselines, detail.qrels, MEASURES)
+        except ValueError as e:
+            print(f"--baseline: {e}", file=sys.stderr)
+            return 1
+        page = write_report(Path(args.report), result=result, detail=detail, baselines=series, measures=MEASURES)
+        print(f"report: {page}")
+    return status

@@ -55,6 +55,27 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument(
         "--precision", choices=["fp32", "bf16"], default=None, help="encoders' precision (default VELA_PRECISION)"
     )
+    ev.add_argument(
+        "--run-dir",
+        default=None,
+        metavar="DIR",
+        help="write TREC run files here (<mode>-<dim>.run, top 100 per query) and qrels.txt, for trec_eval or "
+        "ir-measures",
+    )
+    ev.add_argument(
+        "--report",
+        default=None,
+        metavar="DIR",
+        help="write an HTML report here (DIR/index.html): metric bars, per-query NDCG@10 scatters, and the latency "
+        "of each query searched alone (an extra pass per mode)",
+    )
+    ev.add_argument(
+        "--baseline",
+        action="append",
+        default=None,
+        metavar="PATH",
+        help="with --report, compare with an earlier `--json` file, a run file or a --run-dir folder (repeatable)",
+    )
     ev.set_defaults(func=_eval)
 
     onnx = sub.add_parser(
@@ -98,6 +119,7 @@ BENCHES: dict[str, tuple[str, str]] = {
     "ray-scifact": ("bench.ray_scifact", "sharded on a 2-node Ray cluster vs one node: top-10, ingest, fan-out"),
     "incremental": ("bench.incremental", "POST /index to searchable per 50-doc commit vs a full rebuild; 1M flat"),
     "segments": ("bench.segments", "SciFact in 10 segments vs 1: identical top-10, search p50 ratio"),
+    "filters": ("bench.filters", "filtered search: recall@10 vs brute force and p50 vs unfiltered, flat and HNSW"),
     "gpu": ("bench.gpu", "CUDA only: encode texts/s, search q/s at batch 1 and 64, training steps/s"),
 }
 
