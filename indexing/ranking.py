@@ -105,8 +105,23 @@ def rank_shard(
         small, factor = req.dim != "full", RESCORE_FACTOR if req.rescore else 0
         runs["dense"] = widening(lambda f: view.dense(qv, f, small, factor, scope), scope.n, req.n, key_of)
     if req.mode in ("bm25", "hybrid") and stats is not None:
-        runs["bm25"] = group(view.bm25(tokens, stats, scope), key_of, req.n)
+        runs["bm25"] = _bm25_units(view, tokens, stats, scope, req.n, key_of)
     return [{name: r[qi] for name, r in runs.items()} for qi in range(len(tokens))]
+
+
+def _bm25_units(
+    view: ShardView, tokens: Sequence[list[str]], stats: TermStats, scope: Any, n: int, key_of: Any
+) -> list[Ranked]:
+    """Each query's top n BM25 units from its best-scoring passages only: sorting and grouping every passage
+    that shares a term costs ~1 ms a query on 10k passages. The cut widens when documents repeat so much that
+    the passages kept hold fewer than n units."""
+    cut = n * 3 if key_of is not None else n
+    while True:
+        lists = view.bm25(tokens, stats, scope, cut)
+        ranked = group(lists, key_of, n)
+        if all(len(r) >= n or len(p) < cut for r, (p, _) in zip(ranked, lists, strict=True)):
+            return ranked
+        cut *= 4
 
 
 def merge_shards(per_shard: Sequence[dict[str, Ranked]], n: int) -> tuple[dict[str, Ranked], dict[int, int]]:

@@ -263,9 +263,13 @@ class ShardView:
             out.append((pids[order], exact[order]))
         return out
 
-    def bm25(self, queries: Sequence[list[str]], stats: TermStats, scope: Scope | None = None) -> Lists:
-        """Every live passage (in scope) that shares a term with the query and scores above 0, best first.
-        A filter narrows the rows, not the statistics: scores are those of the unfiltered collection."""
+    def bm25(
+        self, queries: Sequence[list[str]], stats: TermStats, scope: Scope | None = None, cut: int | None = None
+    ) -> Lists:
+        """Every live passage (in scope) that shares a term with the query and scores above 0, best first; with
+        `cut`, only those scoring at least the cut-th best score (ties at the cut included, so the list is exact
+        as far as it goes, and only it is sorted). A filter narrows the rows, not the statistics: scores are
+        those of the unfiltered collection."""
         row_live = (scope or self.scope).row_live
         postings = [p.postings for p in self.targets]
         out: Lists = []
@@ -273,6 +277,9 @@ class ShardView:
             rows, scores = score_segments(postings, self._bases, self._row_len, tokens, stats, self.bm25_params)
             keep = row_live[rows] & (scores > 0)
             pids, sc = self._row_pid[rows[keep]], scores[keep].astype(np.float32)
+            if cut is not None and sc.shape[0] > cut:
+                best = sc >= np.partition(sc, -cut)[-cut]
+                pids, sc = pids[best], sc[best]
             order = np.lexsort((pids, -sc))
             out.append((pids[order], sc[order]))
         return out
