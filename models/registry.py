@@ -1,0 +1,328 @@
+"""The model registry: named model directories under one folder, the only way an API request names a model.
+
+`<models dir>/<name>/` holds one model, copied in whole by `register` (a temp folder, then one rename), with
+`vela_registry.json` (its kind and when it was added), the `training_args.json` a trainer saved beside its weights,
+if any, and `evals/*.json`, evaluation results recorded for it. `default` and its aliases name the packaged MiniLM
+and live nowhere in the folder.
+
+A name is resolved without ever building a path from anything but a registered name: a name that is not 1-64
+letters, digits, `-`, `_` or `.` (not starting with a dot), is not in the folder, is a symlink, or holds a symlink
+is `UnknownModel`, all alike, so a caller cannot tell one from another or make the process look anywhere else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import stat
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from models.loading import DEFAULT_ALIASES, packaged_minilm_dir
+from velaio.files import file_lock, fsync_dir, fsync_tree, write_atomic
+
+KINDS = ("embedder", "reranker")
+# models.reranker.configuration_reranker.MODEL_TYPE, spelled here so that listing models needs no transformers.
+RERANKER_MODEL_TYPE = "vela_reranker"
+BUILTIN_NAME = DEFAULT_ALIASES[0]  # "default": the packaged all-MiniLM-L6-v2, served by VELA_ENCODER's choice
+BUILTIN_NAMES = frozenset(DEFAULT_ALIASES)
+ENTRY_FILE = "vela_registry.json"
+TRAINING_FILE = "training_args.json"  # what every `vela train` recipe writes beside its weights
+EVALS_DIR = "evals"
+LOCK_FILE = ".registry.lock"
+# ASCII classes only (no \w): a Unicode digit or dot look-alike is not a name.
+_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}")
+# A trainer's output folder may also hold checkpoints and TensorBoard logs; the served model needs neither.
+COPY_IGNORE = shutil.ignore_patterns("checkpoint-*", "runs", ".*")
+
+
+class UnknownModel(LookupError):
+    """No registered model of that name (whatever the name looks like: the message never echoes it)."""
+
+    def __init__(self) -> None:
+        super().__init__("no registered model of that name")
+
+
+class InvalidModelName(ValueError):
+    """A name `register` cannot take."""
+
+
+class ModelExists(ValueError):
+    pass
+
+
+class InvalidModelDir(ValueError):
+    """A directory that is not a model Vela can serve: no config.json, or one that is not a JSON object."""
+
+
+class WrongModelKind(ValueError):
+    """A registered model of the other kind (an embedder where a reranker is wanted, or the reverse)."""
+
+
+def is_model_name(name: object) -> bool:
+    return isinstance(name, str) and _NAME.fullmatch(name) is not None
+
+
+def read_config(root: Path) -> dict[str, Any]:
+    """A model directory's config.json as a dict; InvalidModelDir when it is missing, unreadable or not an object."""
+    try:
+        data = json.loads((root / "config.json").read_bytes())
+    except FileNotFoundError as exc:
+        raise InvalidModelDir("no config.json: not a Hugging Face model directory") from exc
+    except (OSError, ValueError) as exc:
+        raise InvalidModelDir(f"config.json does not parse as JSON ({type(exc).__name__})") from exc
+    if not isinstance(data, dict):
+        raise InvalidModelDir(f"config.json is a JSON {type(data).__name__}, not an object")
+    return data
+
+
+def kind_of(config: dict[str, Any]) -> str:
+    """As models.reranker tells them apart: a reranker's model_type is `vela_reranker`; anything else is an embedder
+    (models.loading's table picks its class)."""
+    return "reranker" if config.get("model_type") == RERANKER_MODEL_TYPE else "embedder"
+
+
+def dims_of(config: dict[str, Any]) -> int | None:
+    """An embedder's output dims: the hidden size of the encoder that makes the vectors (CDE: its second stage)."""
+    inner = {"vela_cde": "second_stage", "vela_moe": "encoder"}.get(str(config.get("model_type")))
+    source = config.get(inner) if inner else config
+    size = source.get("hidden_size") if isinstance(source, dict) else None
+    return size if isinstance(size, int) and not isinstance(size, bool) else None
+
+
+def _json_object(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    name: str
+    kind: str
+    dims: int | None
+    created_at: float | None
+    path: Path | None  # None for the built-in; server-side only, never shown to API callers
+    builtin: bool = False
+    aliases: tuple[str, ...] = ()
+    source: str | None = None  # the directory it was copied from (for the operator's `vela models list`)
+    training: dict[str, Any] | None = None
+    evals: list[dict[str, Any]] = field(default_factory=list)
+
+    def public(self) -> dict[str, Any]:
+        """What GET /models shows: no server paths."""
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "dims": self.dims,
+            "created_at": self.created_at,
+            "builtin": self.builtin,
+            "aliases": list(self.aliases),
+            "training": self.training,
+            "evals": self.evals,
+        }
+
+
+def _builtin_entry() -> ModelEntry:
+    try:
+        dims = dims_of(read_config(packaged_minilm_dir()))
+    except (FileNotFoundError, InvalidModelDir):
+        dims = None
+    aliases = tuple(a for a in DEFAULT_ALIASES if a != BUILTIN_NAME)
+    return ModelEntry(BUILTIN_NAME, "embedder", dims, None, None, builtin=True, aliases=aliases)
+
+
+def _training(root: Path) -> dict[str, Any] | None:
+    record = _json_object(root / TRAINING_FILE)
+    if record is None:
+        return None
+    record.pop("log_history", None)  # every logged step: long, and the evals say how the model does
+    return record
+
+
+def _evals(root: Path) -> list[dict[str, Any]]:
+    folder = root / EVALS_DIR
+    if not folder.is_dir():
+        return []
+    out = []
+    for path in sorted(folder.glob("*.json")):
+        result = _json_object(path)
+        if result is not None:
+            out.append({"name": path.stem, "result": result})
+    return out
+
+
+class ModelRegistry:
+    """The models under one folder (VELA_MODELS_DIR, default `<data dir>/models`)."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        # Resolved once, here: an entry is `root / name` with a checked name, so nothing later needs realpath.
+        self.root = Path(root).expanduser().resolve()
+
+    # --- lookups: what a request may name ------------------------------------------------------------------
+    def _entry_dir(self, name: str) -> Path:
+        """The folder of a registered model; UnknownModel for anything else, before any path is touched."""
+        if not is_model_name(name):
+            raise UnknownModel()
+        path = self.root / name
+        try:
+            mode = os.lstat(path).st_mode
+        except OSError:
+            raise UnknownModel() from None
+        # A symlinked entry could point anywhere on the server: refused, never followed.
+        if stat.S_ISLNK(mode) or not stat.S_ISDIR(mode) or _holds_symlink(path):
+            raise UnknownModel()
+        return path
+
+    def resolve(self, name: str, *, kind: str) -> str:
+        """What the model caches load for `name`: a built-in name as it is, or a registered model's directory.
+
+        UnknownModel for every name that is not registered; WrongModelKind for a model of the other kind."""
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+        if isinstance(name, str) and name in BUILTIN_NAMES:
+            if kind != "embedder":
+                raise WrongModelKind(f"{name!r} is an embedder, not a reranker")
+            return name
+        path = self._entry_dir(name)
+        found = kind_of(read_config(path))
+        if found != kind:
+            raise WrongModelKind(f"{name!r} is {'an' if found == 'embedder' else 'a'} {found}, not a {kind}")
+        return str(path)
+
+    def get(self, name: str) -> ModelEntry:
+        if isinstance(name, str) and name in BUILTIN_NAMES:
+            return _builtin_entry()
+        root = self._entry_dir(name)
+        config = read_config(root)
+        kind = kind_of(config)
+        meta = _json_object(root / ENTRY_FILE) or {}
+        created = meta.get("created_at")
+        if not isinstance(created, int | float):
+            created = root.stat().st_mtime  # placed by hand, not by `register`
+        source = meta.get("source") if isinstance(meta.get("source"), str) else None
+        return ModelEntry(
+            name=name,
+            kind=kind,
+            dims=dims_of(config) if kind == "embedder" else None,
+            created_at=float(created),
+            path=root,
+            source=source,
+            training=_training(root),
+            evals=_evals(root),
+        )
+
+    def names(self) -> list[str]:
+        """Registered names (the built-in aside), sorted; entries that are symlinks are not models."""
+        try:
+            with os.scandir(self.root) as it:
+                return sorted(e.name for e in it if is_model_name(e.name) and e.is_dir(follow_symlinks=False))
+        except FileNotFoundError:
+            return []
+
+    def entries(self) -> list[ModelEntry]:
+        """The built-in first, then every registered model that reads (a broken entry is left out, not fatal)."""
+        out = [_builtin_entry()]
+        for name in self.names():
+            try:
+                out.append(self.get(name))
+            except (UnknownModel, InvalidModelDir):
+                continue
+        return out
+
+    # --- changes: the operator's (CLI), never a request's ----------------------------------------------------
+    def register(self, name: str, source: str | os.PathLike[str]) -> ModelEntry:
+        """Copy the model directory `source` in as `name`: into a temp folder beside the entries, fsynced, then
+        renamed into place, so an entry is whole or absent. Symlinks in `source` are copied as the files they
+        point at; checkpoints, `runs/` and hidden files are left behind."""
+        if not is_model_name(name):
+            raise InvalidModelName(
+                f"model names are 1-64 letters, digits, '-', '_' or '.', not starting with '.'; got {name!r}"
+            )
+        if name in BUILTIN_NAMES:
+            raise ModelExists(f"{name!r} is the built-in packaged model's name")
+        src = Path(source).expanduser()
+        if not src.is_dir():
+            raise InvalidModelDir(f"{str(source)!r} is not a directory")
+        config = read_config(src)
+        self.root.mkdir(parents=True, exist_ok=True)
+        with file_lock(self.root / LOCK_FILE):
+            dest = self.root / name
+            if os.path.lexists(dest):
+                raise ModelExists(f"a model named {name!r} is registered already (remove it first)")
+            tmp = self.root / f".tmp-{uuid.uuid4().hex}"
+            try:
+                shutil.copytree(src, tmp, symlinks=False, ignore=COPY_IGNORE)
+                meta = {"name": name, "kind": kind_of(config), "created_at": time.time(), "source": str(src.resolve())}
+                (tmp / ENTRY_FILE).write_text(json.dumps(meta, indent=2))
+                fsync_tree(tmp)
+                os.rename(tmp, dest)
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
+            fsync_dir(self.root)
+        return self.get(name)
+
+    def remove(self, name: str) -> None:
+        """Take `name` out of the registry: renamed aside first (gone at once), then its files deleted."""
+        if isinstance(name, str) and name in BUILTIN_NAMES:
+            raise InvalidModelName(f"{name!r} is built in and cannot be removed")
+        with file_lock(self.root / LOCK_FILE):
+            path = self.root / name if is_model_name(name) else None
+            if path is None or not os.path.lexists(path):
+                raise UnknownModel()
+            trash = self.root / f".removed-{uuid.uuid4().hex}"
+            os.rename(path, trash)
+            fsync_dir(self.root)
+        if os.path.islink(trash):
+            trash.unlink()
+        else:
+            shutil.rmtree(trash, ignore_errors=True)
+
+    def add_eval(self, name: str, result: Any, *, label: str) -> str:
+        """Record an evaluation result (a JSON object, e.g. `vela eval --json` output) for a registered model; the
+        name it is stored under (`evals/<UTC time>-<label>.json`)."""
+        if not isinstance(result, dict):
+            raise ValueError(f"an eval result is a JSON object, not a {type(result).__name__}")
+        if name in BUILTIN_NAMES:
+            raise InvalidModelName("the built-in model is not in the registry folder: register a copy to record evals")
+        root = self._entry_dir(name)
+        safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", label).strip("-.") or "eval"
+        stem = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{safe[:48]}"
+        (root / EVALS_DIR).mkdir(exist_ok=True)
+        write_atomic(root / EVALS_DIR / f"{stem}.json", (json.dumps(result, indent=2) + "\n").encode())
+        return stem
+
+
+def _holds_symlink(root: Path) -> bool:
+    """Whether anything inside `root` is a symlink (which the registry's own copies never hold)."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        for n in (*dirnames, *filenames):
+            if os.path.islink(os.path.join(dirpath, n)):
+                return True
+    return False
+
+
+__all__ = [
+    "BUILTIN_NAME",
+    "BUILTIN_NAMES",
+    "KINDS",
+    "InvalidModelDir",
+    "InvalidModelName",
+    "ModelEntry",
+    "ModelExists",
+    "ModelRegistry",
+    "UnknownModel",
+    "WrongModelKind",
+    "dims_of",
+    "is_model_name",
+    "kind_of",
+    "read_config",
+]
