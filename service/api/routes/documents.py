@@ -75,7 +75,11 @@ def _query_filter(raw: str | None, coll: Collection) -> Node | None:
     return parse_request_filter(parsed, coll.settings.schema)
 
 
-@router.get("/{name}/documents", response_model=ScrollResponse, responses=ERRORS)
+@router.get(
+    "/{name}/documents",
+    response_model=ScrollResponse,
+    responses={**ERRORS, 413: {"model": ErrorResponse, "description": "a document larger than the response limit"}},
+)
 def scroll_documents(
     name: str,
     state: State,
