@@ -28,7 +28,9 @@ from vela_client.errors import (
 from vela_client.models import (
     BatchSearchResponse,
     Collection,
+    Count,
     Document,
+    DocumentPage,
     Health,
     Hit,
     Job,
@@ -39,6 +41,7 @@ from vela_client.models import (
     Rerank,
     RerankInfo,
     SearchResponse,
+    StoredDocument,
 )
 from vela_client.retry import NO_RETRY, RetryPolicy
 from vela_client.sync_client import VelaClient
@@ -51,8 +54,10 @@ __all__ = [
     "Collection",
     "Conflict",
     "ConnectionFailed",
+    "Count",
     "Document",
     "DocumentLike",
+    "DocumentPage",
     "Health",
     "Hit",
     "InvalidRequest",
@@ -71,6 +76,7 @@ __all__ = [
     "SearchOptions",
     "SearchResponse",
     "ServerError",
+    "StoredDocument",
     "Timeout",
     "Unauthorized",
     "Unavailable",

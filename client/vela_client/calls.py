@@ -5,8 +5,9 @@ Optional arguments left as None are not sent, so the server's defaults (and any 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypedDict, TypeVar
+from typing import Any, Literal, TypedDict, TypeVar
 
 import httpx
 from pydantic import BaseModel, ValidationError
@@ -17,8 +18,10 @@ from vela_client.models import (
     BatchSearchResponse,
     Collection,
     CollectionList,
+    Count,
     Dim,
     Document,
+    DocumentPage,
     Health,
     Job,
     JobAccepted,
@@ -26,6 +29,7 @@ from vela_client.models import (
     Readiness,
     Rerank,
     SearchResponse,
+    StoredDocument,
 )
 from vela_client.routes import Call
 
@@ -96,6 +100,36 @@ def delete_document(collection: str, doc_id: str) -> Call[JobAccepted]:
     return routes.DELETE_DOCUMENT.call(_model(JobAccepted), name=collection, doc_id=doc_id)
 
 
+def get_document(collection: str, doc_id: str) -> Call[StoredDocument]:
+    return routes.GET_DOCUMENT.call(_model(StoredDocument), name=collection, doc_id=doc_id)
+
+
+def scroll_documents(
+    collection: str, *, filter: Mapping[str, Any] | None, cursor: str | None, limit: int | None
+) -> Call[DocumentPage]:
+    text = json.dumps(dict(filter), separators=(",", ":")) if filter is not None else None
+    params = _set(filter=text, cursor=cursor, limit=limit)
+    return routes.SCROLL_DOCUMENTS.call(_model(DocumentPage), params=params, name=collection)
+
+
+def patch_document(
+    collection: str, doc_id: str, metadata: Mapping[str, Any], mode: Literal["merge", "replace"]
+) -> Call[JobAccepted]:
+    body = {"metadata": dict(metadata), "mode": mode}
+    return routes.PATCH_DOCUMENT.call(_model(JobAccepted), json=body, name=collection, doc_id=doc_id)
+
+
+def count(collection: str, filter: Mapping[str, Any] | None) -> Call[int]:
+    parse = _model(Count)
+    body = {"filter": dict(filter) if filter is not None else None}
+    return routes.COUNT.call(lambda r: parse(r).count, json=body, name=collection)
+
+
+def set_schema(collection: str, fields: Mapping[str, str], strict: bool) -> Call[JobAccepted]:
+    body = {"fields": dict(fields), "strict": strict}
+    return routes.SET_SCHEMA.call(_model(JobAccepted), json=body, name=collection)
+
+
 def _document(doc: DocumentLike) -> dict[str, Any]:
     if isinstance(doc, Document):
         return doc.model_dump(exclude_none=True)
@@ -122,6 +156,8 @@ class SearchOptions(TypedDict, total=False):
     group_by_doc: bool
     rescore: bool
     rerank: RerankLike
+    filter: Mapping[str, Any]
+    offset: int
 
 
 def search_options(collection: str, options: SearchOptions) -> dict[str, Any]:

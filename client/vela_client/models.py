@@ -90,6 +90,29 @@ class PassageRef(_Response):
     end: int
 
 
+class StoredDocument(_Response):
+    """A document as the collection stores it: `passages` (ids and character offsets) from `get_document`, None
+    in a scroll page."""
+
+    id: str
+    title: str
+    text: str
+    metadata: dict[str, Any]
+    passages: list[PassageRef] | None = None
+
+
+class DocumentPage(_Response):
+    """One page of a scroll: documents in id order; `next_cursor` None once the scroll is over. A page may hold
+    fewer documents than asked for (even none) and still have a next_cursor."""
+
+    documents: list[StoredDocument]
+    next_cursor: str | None = None
+
+
+class Count(_Response):
+    count: int
+
+
 class Ranks(_Response):
     dense: int | None = None
     bm25: int | None = None

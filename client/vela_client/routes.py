@@ -64,6 +64,12 @@ GET_COLLECTION = Route("GET", "/collections/{name}")
 # Sent twice after a connection broke, the second answer would be a 404 although the first one worked.
 DELETE_COLLECTION = Route("DELETE", "/collections/{name}", idempotent=False)
 DELETE_DOCUMENT = Route("DELETE", "/collections/{name}/documents/{doc_id}")
+GET_DOCUMENT = Route("GET", "/collections/{name}/documents/{doc_id}")
+SCROLL_DOCUMENTS = Route("GET", "/collections/{name}/documents")
+# A merge or replace of the same metadata: sent twice, two jobs leave the same metadata.
+PATCH_DOCUMENT = Route("PATCH", "/collections/{name}/documents/{doc_id}")
+COUNT = Route("POST", "/collections/{name}/count")
+SET_SCHEMA = Route("PUT", "/collections/{name}/schema")
 # An upsert by document id: sending it twice queues two jobs that leave the same documents.
 INDEX = Route("POST", "/index")
 SEARCH = Route("POST", "/search")
@@ -81,6 +87,11 @@ ROUTES: tuple[Route, ...] = (
     GET_COLLECTION,
     DELETE_COLLECTION,
     DELETE_DOCUMENT,
+    GET_DOCUMENT,
+    SCROLL_DOCUMENTS,
+    PATCH_DOCUMENT,
+    COUNT,
+    SET_SCHEMA,
     INDEX,
     SEARCH,
     SEARCH_BATCH,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from types import TracebackType
 from typing import Any, Literal, TypeVar, Unpack, overload
 
@@ -14,7 +14,17 @@ from vela_client.calls import DocumentLike, SearchOptions
 from vela_client.config import DEFAULT_TIMEOUT_S
 from vela_client.config import http_options as _options
 from vela_client.errors import error_from_transport
-from vela_client.models import BatchSearchResponse, Collection, Health, Job, JobAccepted, Readiness, SearchResponse
+from vela_client.models import (
+    BatchSearchResponse,
+    Collection,
+    DocumentPage,
+    Health,
+    Job,
+    JobAccepted,
+    Readiness,
+    SearchResponse,
+    StoredDocument,
+)
 from vela_client.retry import RetryPolicy, retry_delay
 from vela_client.routes import Call
 from vela_client.waiting import JobRef, JobWatch, ProgressCallback, finished, job_id_of
@@ -168,6 +178,110 @@ class VelaClient:
     ) -> JobAccepted | Job:
         """Delete one document (any id: it is percent-encoded) through a job, like `index`."""
         accepted = self._send(calls.delete_document(collection, doc_id))
+        return self._maybe_wait(accepted, wait, on_progress, timeout)
+
+    def get_document(self, collection: str, doc_id: str) -> StoredDocument:
+        """A document as stored, with its passages; NotFound (`document_not_found` or `collection_not_found`)."""
+        return self._send(calls.get_document(collection, doc_id))
+
+    def scroll_documents(
+        self,
+        collection: str,
+        *,
+        filter: Mapping[str, Any] | None = None,
+        cursor: str | None = None,
+        limit: int | None = None,
+    ) -> DocumentPage:
+        """One page of the collection's documents in id order, filtered by metadata; pass `next_cursor` on.
+        A page may hold fewer than `limit` documents and still have a next_cursor (see `iter_documents`)."""
+        return self._send(calls.scroll_documents(collection, filter=filter, cursor=cursor, limit=limit))
+
+    def iter_documents(
+        self, collection: str, *, filter: Mapping[str, Any] | None = None, page_size: int | None = None
+    ) -> Iterator[StoredDocument]:
+        """Every document (that passes `filter`) in id order, page after page until the scroll ends."""
+        cursor = None
+        while True:
+            page = self.scroll_documents(collection, filter=filter, cursor=cursor, limit=page_size)
+            yield from page.documents
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    @overload
+    def patch_document(
+        self,
+        collection: str,
+        doc_id: str,
+        metadata: Mapping[str, Any],
+        *,
+        mode: Literal["merge", "replace"] = "merge",
+        wait: Literal[False] = False,
+    ) -> JobAccepted: ...
+
+    @overload
+    def patch_document(
+        self,
+        collection: str,
+        doc_id: str,
+        metadata: Mapping[str, Any],
+        *,
+        mode: Literal["merge", "replace"] = "merge",
+        wait: Literal[True],
+        on_progress: ProgressCallback | None = None,
+        timeout: float | None = None,
+    ) -> Job: ...
+
+    def patch_document(
+        self,
+        collection: str,
+        doc_id: str,
+        metadata: Mapping[str, Any],
+        *,
+        mode: Literal["merge", "replace"] = "merge",
+        wait: bool = False,
+        on_progress: ProgressCallback | None = None,
+        timeout: float | None = None,
+    ) -> JobAccepted | Job:
+        """New metadata for a document without re-embedding it, through a job: `merge` updates the given keys (a
+        key set to None is stored as null), `replace` sets the whole metadata."""
+        accepted = self._send(calls.patch_document(collection, doc_id, metadata, mode))
+        return self._maybe_wait(accepted, wait, on_progress, timeout)
+
+    def count(self, collection: str, filter: Mapping[str, Any] | None = None) -> int:
+        """Documents of the searchable (committed) index with a live passage that passes `filter`."""
+        return self._send(calls.count(collection, filter))
+
+    @overload
+    def set_schema(
+        self, collection: str, fields: Mapping[str, str], *, strict: bool = False, wait: Literal[False] = False
+    ) -> JobAccepted: ...
+
+    @overload
+    def set_schema(
+        self,
+        collection: str,
+        fields: Mapping[str, str],
+        *,
+        strict: bool = False,
+        wait: Literal[True],
+        on_progress: ProgressCallback | None = None,
+        timeout: float | None = None,
+    ) -> Job: ...
+
+    def set_schema(
+        self,
+        collection: str,
+        fields: Mapping[str, str],
+        *,
+        strict: bool = False,
+        wait: bool = False,
+        on_progress: ProgressCallback | None = None,
+        timeout: float | None = None,
+    ) -> JobAccepted | Job:
+        """Declare the collection's metadata fields ({name: "keyword" | "integer" | "float" | "boolean" |
+        "datetime"}) through a job, which fails (JobFailed with `wait=True`) when stored values do not fit."""
+        accepted = self._send(calls.set_schema(collection, fields, strict))
         return self._maybe_wait(accepted, wait, on_progress, timeout)
 
     # Search

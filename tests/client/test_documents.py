@@ -1,0 +1,136 @@
+"""The document API through both clients against a real server: get, scroll (one page and a whole scroll), patch,
+count, declaring fields, and search with a filter and an offset; each route's failures come back as the right
+exception with the API's code."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from vela_client import (
+    AsyncVelaClient,
+    DocumentPage,
+    InvalidRequest,
+    Job,
+    JobAccepted,
+    JobFailed,
+    NotFound,
+    StoredDocument,
+    VelaClient,
+)
+
+from tests.client.conftest import API_KEY
+
+DOCS = [{"id": f"d{i}", "title": f"T{i}", "text": f"note {i} about otters", "metadata": {"n": i}} for i in range(7)]
+SMALL = {"must": [{"key": "n", "range": {"lt": 3}}]}
+
+
+@pytest.fixture
+def notes(vela_url: str, unique: Callable[[str], str]) -> str:
+    """A fresh collection per test (patches and schemas change it), made with a plain client."""
+    name = unique("notes")
+    with VelaClient(vela_url, api_key=API_KEY) as vela:
+        vela.index(name, DOCS, wait=True)
+    return name
+
+
+def test_get_document_returns_it_as_stored(client: VelaClient, notes: str) -> None:
+    doc = client.get_document(notes, "d3")
+    assert isinstance(doc, StoredDocument)
+    assert (doc.id, doc.title, doc.text, doc.metadata) == ("d3", "T3", "note 3 about otters", {"n": 3})
+    assert doc.passages and doc.passages[0].start == 0 and doc.passages[-1].end == len(doc.text)
+
+
+def test_get_document_errors(client: VelaClient, notes: str) -> None:
+    with pytest.raises(NotFound) as missing:
+        client.get_document(notes, "nope")
+    assert missing.value.code == "document_not_found"
+    with pytest.raises(NotFound) as no_collection:
+        client.get_document("no-such-collection", "d1")
+    assert no_collection.value.code == "collection_not_found"
+
+
+def test_scroll_documents_pages_with_a_filter(client: VelaClient, notes: str) -> None:
+    page = client.scroll_documents(notes, filter=SMALL, limit=2)
+    assert isinstance(page, DocumentPage) and [d.id for d in page.documents] == ["d0", "d1"]
+    assert page.documents[0].passages is None and page.next_cursor
+    rest = client.scroll_documents(notes, filter=SMALL, cursor=page.next_cursor, limit=2)
+    assert [d.id for d in rest.documents] == ["d2"] and rest.next_cursor is None
+    everything = client.scroll_documents(notes)
+    assert [d.id for d in everything.documents] == [d["id"] for d in DOCS]
+
+
+def test_scroll_documents_errors(client: VelaClient, notes: str) -> None:
+    with pytest.raises(InvalidRequest) as cursor:
+        client.scroll_documents(notes, cursor="not a cursor")
+    assert cursor.value.code == "invalid_cursor"
+    with pytest.raises(InvalidRequest) as flt:
+        client.scroll_documents(notes, filter={"must": [{"key": "n"}]})
+    assert flt.value.code == "invalid_filter"
+    with pytest.raises(NotFound):
+        client.scroll_documents("no-such-collection")
+
+
+def test_iter_documents_follows_the_cursor_to_the_end(vela_url: str, notes: str) -> None:
+    with VelaClient(vela_url, api_key=API_KEY) as vela:
+        assert [d.id for d in vela.iter_documents(notes, page_size=2)] == [d["id"] for d in DOCS]
+        assert [d.id for d in vela.iter_documents(notes, filter=SMALL, page_size=1)] == ["d0", "d1", "d2"]
+
+
+@pytest.mark.anyio
+async def test_iter_documents_async(vela_url: str, notes: str) -> None:
+    async with AsyncVelaClient(vela_url, api_key=API_KEY) as vela:
+        assert [d.id async for d in vela.iter_documents(notes, filter=SMALL, page_size=2)] == ["d0", "d1", "d2"]
+
+
+def test_patch_document_then_search_filters_and_count_see_it(client: VelaClient, notes: str) -> None:
+    accepted = client.patch_document(notes, "d5", {"n": 1, "tag": None})
+    assert isinstance(accepted, JobAccepted)
+    assert client.wait_job(accepted).kind == "patch"
+    assert client.get_document(notes, "d5").metadata == {"n": 1, "tag": None}
+    assert client.count(notes, SMALL) == 4 and client.count(notes) == len(DOCS)
+    hits = client.search(notes, "otters", mode="bm25", k=10, filter=SMALL).hits
+    assert sorted(h.id for h in hits) == ["d0", "d1", "d2", "d5"]
+    second = client.search(notes, "otters", mode="bm25", k=2, offset=2, filter=SMALL).hits
+    assert [h.id for h in second] == [h.id for h in hits[2:4]]
+    job = client.patch_document(notes, "d5", {"only": True}, mode="replace", wait=True)
+    assert isinstance(job, Job) and job.succeeded
+    assert client.get_document(notes, "d5").metadata == {"only": True}
+
+
+def test_patch_document_errors(client: VelaClient, notes: str) -> None:
+    with pytest.raises(NotFound) as missing:
+        client.patch_document(notes, "nope", {"n": 1})
+    assert missing.value.code == "document_not_found"
+    with pytest.raises(InvalidRequest) as mode:
+        client.patch_document(notes, "d1", {"n": 1}, mode="upsert")  # type: ignore[call-overload]
+    assert mode.value.code == "invalid_request"
+
+
+def test_count_errors(client: VelaClient, notes: str) -> None:
+    with pytest.raises(InvalidRequest) as flt:
+        client.count(notes, {"must": [{"key": "n", "range": {"gte": "later"}}]})
+    assert flt.value.code == "invalid_filter"
+    with pytest.raises(NotFound):
+        client.count("no-such-collection")
+
+
+def test_set_schema_then_a_strict_schema_refuses_undeclared_fields(client: VelaClient, notes: str) -> None:
+    accepted = client.set_schema(notes, {"n": "integer"}, strict=True)
+    assert isinstance(accepted, JobAccepted) and client.wait_job(accepted).kind == "schema"
+    schema = client.get_collection(notes).model_dump(by_alias=True)["schema"]
+    assert schema == {"fields": {"n": "integer"}, "strict": True}
+    assert client.count(notes, SMALL) == 3
+    with pytest.raises(InvalidRequest) as strict:
+        client.count(notes, {"must": [{"key": "color", "match": {"value": "red"}}]})
+    assert strict.value.code == "invalid_filter"
+
+
+def test_set_schema_errors(client: VelaClient, notes: str) -> None:
+    with pytest.raises(JobFailed) as misfit:
+        client.set_schema(notes, {"n": "keyword"}, wait=True)  # the stored values are integers
+    assert "7 document(s)" in str(misfit.value)
+    with pytest.raises(InvalidRequest):
+        client.set_schema(notes, {"n": "number"})
+    with pytest.raises(NotFound):
+        client.set_schema("no-such-collection", {})
