@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from indexing.aliases import AliasStore
 from indexing.collection import (
     NAME_RE,
     SETTINGS_FILE,
@@ -49,6 +50,7 @@ class CollectionStore:
     def __init__(self, data_dir: Path) -> None:
         self.root = data_dir / "collections"
         self.root.mkdir(parents=True, exist_ok=True)
+        self.aliases = AliasStore(data_dir)  # names that point at a collection; `resolve` follows them
         self._open: dict[str, Collection] = {}
         self._lock = threading.Lock()
         # Where searches run: this process's shard views, or Ray actors (indexing/ray_shards.py).
@@ -107,7 +109,13 @@ class CollectionStore:
     def names(self) -> list[str]:
         return sorted(p.name for p in self.root.iterdir() if NAME_RE.match(p.name) and (p / SETTINGS_FILE).is_file())
 
+    def resolve(self, name: str) -> str:
+        """The collection a name means: the one an alias points at, else the name itself. Every lookup by name
+        goes through here; a caller that records a name (a job) records what this returns."""
+        return self.aliases.target(name) or name
+
     def get(self, name: str) -> Collection:
+        name = self.resolve(name)
         with self._lock:
             return self._get_locked(name)
 
@@ -121,11 +129,17 @@ class CollectionStore:
         return coll
 
     def exists(self, name: str) -> bool:
+        return self.is_collection(self.resolve(name))
+
+    def is_collection(self, name: str) -> bool:
+        """Whether a collection (not an alias) has this name."""
         return NAME_RE.match(name) is not None and (self.root / name / SETTINGS_FILE).is_file()
 
     def create(self, settings: CollectionSettings) -> Collection:
         """Create a collection, or return the existing one if its settings agree."""
         validate_name(settings.name)
+        if self.aliases.target(settings.name) is not None:
+            raise CollectionConflict(f"{settings.name!r} is an alias; a collection needs a name of its own")
         with self._lock:
             root = self.root / settings.name
             if (root / SETTINGS_FILE).is_file():
@@ -146,7 +160,9 @@ class CollectionStore:
             return self._get_locked(settings.name)
 
     def delete(self, name: str) -> None:
+        """Delete a collection (named, or through an alias) and every alias that points at it."""
         coll = self.get(name)
+        self.aliases.remove_targeting(coll.name)
         with coll.writer(), self._lock:
             if hasattr(self.fanout, "forget"):
                 self.fanout.forget(coll.shard_refs())

@@ -10,6 +10,7 @@ from indexing.chunking import ChunkingParams
 from indexing.collection import Collection, CollectionConflict, CollectionSettings
 from indexing.filters import value_fits
 from indexing.jobs import Job, JobKind
+from service.model_registry import request_model
 from service.state import AppState
 
 
@@ -63,9 +64,15 @@ def get_or_create_collection(
     shards: int | None = None,
     schema: dict[str, Any] | None = None,
 ) -> Collection:
-    """Collections are created on first use with the process's defaults (or the embedder and shards named)."""
+    """Collections are created on first use with the process's defaults (or the embedder and shards named).
+
+    A request's `embedder` is a registry name (UnknownModelName otherwise, before any collection is looked at);
+    the process's default (VELA_EMBEDDER) is the operator's and may be a directory."""
     s = state.settings
-    model_dir = str(state.embedders.resolve(embedder or s.embedder))
+    chosen = (
+        s.embedder if embedder is None else request_model(settings=s, name=embedder, kind="embedder", field="embedder")
+    )
+    model_dir = str(state.embedders.resolve(chosen))
     if state.collections.exists(name):
         coll = state.collections.get(name)
         if embedder is not None and coll.settings.embedder != model_dir:

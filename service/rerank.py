@@ -62,6 +62,7 @@ class Reranking:
             outcome = RerankOutcome(self.model, "error", self.top_n, 0, 0.0, self.load_error, self.weight)
             return hits, outcome
         return rerank_hits(
+            label=self.model,
             encoder=self.encoder,
             query=query,
             hits=hits,
@@ -83,9 +84,12 @@ def prepare_rerank(
     batch_size: int,
     weight: float = 1.0,
     rrf_k: int = 60,
+    label: str | None = None,
 ) -> Reranking:
     """Resolve and (once per process) load the reranker. A bad name is the caller's error (UnknownReranker,
-    NoReranker); a reranker that exists but will not load is the service's, reported per query."""
+    NoReranker); a reranker that exists but will not load is the service's, reported per query.
+
+    `label`: what outcomes call the model (a request's registry name), instead of its directory."""
     name = model or default_model
     if not name:
         raise NoReranker("rerank.model is required: this server has no default reranker (VELA_RERANKER)")
@@ -98,8 +102,8 @@ def prepare_rerank(
     except Exception as exc:  # a broken directory must not take the search down with it
         log.exception("reranker failed to load", extra={"reranker": path})
         error = f"reranker failed to load: {_describe(exc)}"
-        return Reranking(path, top_n, max_ms, batch_size, None, error, weight, rrf_k)
-    return Reranking(path, top_n, max_ms, batch_size, encoder, None, weight, rrf_k)
+        return Reranking(label or path, top_n, max_ms, batch_size, None, error, weight, rrf_k)
+    return Reranking(label or path, top_n, max_ms, batch_size, encoder, None, weight, rrf_k)
 
 
 def rerank_hits(
@@ -112,6 +116,7 @@ def rerank_hits(
     batch_size: int,
     weight: float = 1.0,
     rrf_k: int = 60,
+    label: str | None = None,
 ) -> tuple[list[Hit], RerankOutcome]:
     """Score the first `top_n` hits in batches and reorder them; the rest keep their fused order.
 
@@ -133,7 +138,7 @@ def rerank_hits(
 
     def outcome(status: Status, error: str | None = None) -> RerankOutcome:
         took_ms = (time.perf_counter() - t0) * 1000.0
-        return RerankOutcome(encoder.name, status, top_n, scored, round(took_ms, 3), error, weight)
+        return RerankOutcome(label or encoder.name, status, top_n, scored, round(took_ms, 3), error, weight)
 
     for start in range(0, len(order), batch_size):
         idx = order[start : start + batch_size]

@@ -75,7 +75,9 @@ class IndexRequest(BaseModel):
     collection: str = CollectionName
     documents: list[Document] = Field(..., min_length=1)
     embedder: str | None = Field(
-        None, description="embedder of a new collection ('default' or a local model directory); ignored after"
+        None,
+        description="embedder of a new collection, by registry name ('default' or a name GET /models lists); "
+        "ignored after",
     )
     schema_: CollectionSchema | None = Field(
         None,
@@ -128,8 +130,7 @@ class RerankOptions(BaseModel):
     model: str | None = Field(
         None,
         min_length=1,
-        max_length=4096,
-        description="reranker directory (a `vela train reranker` output); unset: the server's VELA_RERANKER",
+        description="reranker, by registry name (GET /models lists them); unset: the server's VELA_RERANKER",
     )
     top_n: int = Field(50, ge=1, le=1000, description="fused hits the cross-encoder rescores (k is returned)")
     max_ms: float | None = Field(
@@ -270,7 +271,7 @@ class HitOut(BaseModel):
 
 
 class RerankInfo(BaseModel):
-    model: str = Field(..., description="the reranker directory")
+    model: str = Field(..., description="the reranker: the registry name a request gave, else the server's default")
     status: Literal["ok", "timeout", "error"] = Field(
         ..., description="ok: hits are in reranked order; timeout or error: in fused order, as without rerank"
     )

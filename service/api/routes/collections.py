@@ -31,7 +31,7 @@ def list_collections(state: State) -> CollectionList:
 
 @router.get("/{name}", response_model=CollectionOut, responses=NOT_FOUND)
 def get_collection(name: str, state: State) -> CollectionOut:
-    """Counts, embedder, dims and index sizes."""
+    """Counts, embedder, dims and index sizes (of the collection an alias points at, for an alias)."""
     try:
         return CollectionOut(**state.collections.get(name).stats())
     except CollectionNotFound as exc:
@@ -40,9 +40,10 @@ def get_collection(name: str, state: State) -> CollectionOut:
 
 @router.delete("/{name}", status_code=status.HTTP_204_NO_CONTENT, responses=NOT_FOUND)
 def remove_collection(name: str, state: State) -> Response:
-    """Delete a collection, its documents and indexes; its pending jobs are cancelled."""
+    """Delete a collection, its documents and indexes; its pending jobs are cancelled. Named through an alias, the
+    collection it points at is deleted; every alias of a deleted collection goes with it."""
     try:
-        delete_collection(state=state, name=name)
+        delete_collection(state=state, name=state.collections.resolve(name))
     except CollectionNotFound as exc:
         raise not_found(name) from exc
     return Response(status_code=status.HTTP_204_NO_CONTENT)
@@ -59,7 +60,7 @@ def remove_collection(name: str, state: State) -> Response:
 def remove_document(name: str, doc_id: str, state: State, request: Request) -> JobAccepted:
     """Delete one document (through the job queue, like every write); follow the returned job."""
     try:
-        job = submit_delete(state=state, collection=name, doc_ids=[doc_id])
+        job = submit_delete(state=state, collection=state.collections.resolve(name), doc_ids=[doc_id])
     except CollectionNotFound as exc:
         raise not_found(name) from exc
     return JobAccepted(job_id=job.id, status=job.status.value, url=str(request.url_for("get_job", job_id=job.id)))

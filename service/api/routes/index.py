@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-import errno
-
 from fastapi import APIRouter, Request, status
 
 from indexing.collection import CollectionConflict
@@ -9,6 +7,7 @@ from service.deps import State
 from service.documents import BatchTooLarge, DocumentTooLarge, InvalidMetadata, UnsupportedSharding, submit_upsert
 from service.errors import ApiError
 from service.limits import check_metadata
+from service.model_registry import ModelKindMismatch, UnknownModelName, UnusableModel
 from service.schemas import ErrorResponse, IndexRequest, JobAccepted
 
 router = APIRouter(tags=["index"])
@@ -26,7 +25,7 @@ def index_documents(body: IndexRequest, state: State, request: Request) -> JobAc
     try:
         job = submit_upsert(
             state=state,
-            collection=body.collection,
+            collection=state.collections.resolve(body.collection),  # an alias: the job records its collection
             documents=[d.model_dump() for d in body.documents],
             embedder=body.embedder,
             shards=body.shards,
@@ -40,10 +39,8 @@ def index_documents(body: IndexRequest, state: State, request: Request) -> JobAc
         raise ApiError(413, "payload_too_large", str(exc)) from exc
     except CollectionConflict as exc:
         raise ApiError(409, "conflict", str(exc)) from exc
-    except FileNotFoundError as exc:
-        raise ApiError(422, "unknown_embedder", str(exc)) from exc
-    except OSError as exc:
-        if exc.errno != errno.ENAMETOOLONG:
-            raise
-        raise ApiError(422, "unknown_embedder", "embedder: no such model directory (the name is too long)") from exc
+    except UnknownModelName as exc:
+        raise ApiError(422, "unknown_model", str(exc)) from exc
+    except (ModelKindMismatch, UnusableModel) as exc:
+        raise ApiError(422, "invalid_model", str(exc)) from exc
     return JobAccepted(job_id=job.id, status=job.status.value, url=str(request.url_for("get_job", job_id=job.id)))

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import dataclasses
-import errno
 import time
 from functools import partial
 from typing import Any
@@ -13,6 +12,7 @@ from indexing.collection import CollectionNotFound
 from service.deps import State
 from service.errors import ApiError, parse_request_filter
 from service.limits import check_response_size, check_search_work
+from service.model_registry import ModelKindMismatch, UnknownModelName, UnusableModel, request_model
 from service.rerank import NoReranker, Reranking, UnknownReranker, prepare_rerank
 from service.schemas import (
     BatchSearchRequest,
@@ -73,11 +73,16 @@ async def _run(state: AppState, opts: SearchOptions, queries: list[str]) -> list
     embedder = state.query_encoders.get(coll.settings.embedder) if opts.mode != "bm25" else None
     rerank: Reranking | None = None
     if opts.rerank is not None:
-        try:  # loads the model on its first use: off the event loop
+        try:  # looks the name up in the registry and loads the model on its first use: off the event loop
+            model = opts.rerank.model
+            if model is not None:  # a registry name; the server's default (VELA_RERANKER) is the operator's
+                lookup = partial(request_model, settings=state.settings, kind="reranker", field="rerank.model")
+                model = await run_in_threadpool(lookup, name=model)
             rerank = await run_in_threadpool(
                 prepare_rerank,
                 cache=state.rerankers,
-                model=opts.rerank.model,
+                model=model,
+                label=opts.rerank.model,
                 default_model=state.settings.reranker,
                 top_n=opts.rerank.top_n,
                 max_ms=opts.rerank.max_ms or state.settings.rerank_max_ms,
@@ -85,14 +90,14 @@ async def _run(state: AppState, opts: SearchOptions, queries: list[str]) -> list
                 weight=state.settings.rerank_weight if opts.rerank.weight is None else opts.rerank.weight,
                 rrf_k=opts.rrf_k,
             )
+        except UnknownModelName as exc:
+            raise ApiError(422, "unknown_model", str(exc)) from exc
+        except (ModelKindMismatch, UnusableModel) as exc:
+            raise ApiError(422, "invalid_model", str(exc)) from exc
         except UnknownReranker as exc:
             raise ApiError(422, "unknown_reranker", str(exc)) from exc
         except NoReranker as exc:
             raise ApiError(422, "no_reranker", str(exc)) from exc
-        except OSError as exc:
-            if exc.errno != errno.ENAMETOOLONG:
-                raise
-            raise ApiError(422, "unknown_reranker", "rerank.model: no such directory (the name is too long)") from exc
     start = time.perf_counter()
     # Encoding and index scans are CPU work: keep them off the event loop.
     results = await run_in_threadpool(

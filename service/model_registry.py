@@ -1,0 +1,78 @@
+"""The model registry as the API sees it: GET /models, and the request fields that name a model (no HTTP here).
+
+A request names a model only by registry name (`default` included). Whatever else it sends, a path, `..`, `~`,
+a NUL, a percent-encoding, an overlong string, a name nobody registered, gets one error with one fixed message
+per field, which echoes nothing, so that no request can make the server open a directory of its choosing or
+learn which paths exist. The server's own settings (VELA_EMBEDDER, VELA_RERANKER) are the operator's and may
+still be directories: they never pass through here.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from models.registry import InvalidModelDir, ModelRegistry, UnknownModel, WrongModelKind
+from service.settings import Settings
+
+
+class UnknownModelName(ValueError):
+    """A request's model field names no registered model (the message is fixed per field)."""
+
+
+class ModelKindMismatch(ValueError):
+    """A registered model of the other kind (an embedder named as a reranker, or the reverse)."""
+
+
+class UnusableModel(ValueError):
+    """A registered model whose directory the server cannot use (e.g. a config.json that is not an object)."""
+
+
+def unknown_model_message(field: str) -> str:
+    return f"{field}: no registered model of that name (GET /models lists them)"
+
+
+def models_dir(settings: Settings) -> Path:
+    """VELA_MODELS_DIR, else `<data dir>/models`."""
+    return settings.models_dir if settings.models_dir is not None else settings.data_dir / "models"
+
+
+@lru_cache(maxsize=8)
+def _registry_at(root: Path) -> ModelRegistry:
+    return ModelRegistry(root)  # resolves the folder once per process, not once per request
+
+
+def registry(settings: Settings) -> ModelRegistry:
+    return _registry_at(models_dir(settings))
+
+
+def list_models(*, settings: Settings) -> list[dict[str, Any]]:
+    """Every model a request may name: the built-in default, then the registered ones (no server paths)."""
+    return [e.public() for e in registry(settings).entries()]
+
+
+def request_model(*, settings: Settings, name: str, kind: str, field: str) -> str:
+    """What the model caches load for a model a request names: a built-in name, or a registered model's folder.
+
+    `field` is the request field (`embedder`, `rerank.model`), named in the error."""
+    try:
+        return registry(settings).resolve(name, kind=kind)
+    except UnknownModel as exc:
+        raise UnknownModelName(unknown_model_message(field)) from exc
+    except WrongModelKind as exc:
+        raise ModelKindMismatch(f"{field}: {exc}") from exc
+    except InvalidModelDir as exc:
+        raise UnusableModel(f"{field}: registered model {name!r} cannot be used: {exc}") from exc
+
+
+__all__ = [
+    "ModelKindMismatch",
+    "UnknownModelName",
+    "UnusableModel",
+    "list_models",
+    "models_dir",
+    "registry",
+    "request_model",
+    "unknown_model_message",
+]
