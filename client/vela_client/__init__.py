@@ -26,6 +26,7 @@ from vela_client.errors import (
     VelaError,
 )
 from vela_client.models import (
+    Alias,
     BatchSearchResponse,
     Collection,
     Count,
@@ -35,6 +36,8 @@ from vela_client.models import (
     Hit,
     Job,
     JobAccepted,
+    Model,
+    ModelEval,
     PassageRef,
     Ranks,
     Readiness,
@@ -49,6 +52,7 @@ from vela_client.version import __version__
 
 __all__ = [
     "NO_RETRY",
+    "Alias",
     "AsyncVelaClient",
     "BatchSearchResponse",
     "Collection",
@@ -65,6 +69,8 @@ __all__ = [
     "JobAccepted",
     "JobFailed",
     "JobWaitTimeout",
+    "Model",
+    "ModelEval",
     "NotFound",
     "PassageRef",
     "PayloadTooLarge",

@@ -16,12 +16,14 @@ from vela_client.config import DEFAULT_TIMEOUT_S
 from vela_client.config import http_options as _options
 from vela_client.errors import error_from_transport
 from vela_client.models import (
+    Alias,
     BatchSearchResponse,
     Collection,
     DocumentPage,
     Health,
     Job,
     JobAccepted,
+    Model,
     Readiness,
     SearchResponse,
     StoredDocument,
@@ -285,6 +287,28 @@ class AsyncVelaClient:
         "datetime"}) through a job, which fails (JobFailed with `wait=True`) when stored values do not fit."""
         accepted = await self._send(calls.set_schema(collection, fields, strict))
         return await self._maybe_wait(accepted, wait, on_progress, timeout)
+
+    # Models and aliases
+
+    async def list_models(self) -> list[Model]:
+        """The models requests may name (the built-in `default` first), with their kind, dims and recorded evals."""
+        return await self._send(calls.list_models())
+
+    async def list_aliases(self) -> list[Alias]:
+        return await self._send(calls.list_aliases())
+
+    async def get_alias(self, alias: str) -> Alias:
+        """The collection an alias points at; NotFound (`alias_not_found`) when there is none."""
+        return await self._send(calls.get_alias(alias))
+
+    async def set_alias(self, alias: str, collection: str) -> Alias:
+        """Point an alias at a collection: created, or switched atomically (searches through it see the old
+        collection or the new one). Conflict when a collection has the alias's name."""
+        return await self._send(calls.set_alias(alias, collection))
+
+    async def delete_alias(self, alias: str) -> None:
+        """Remove an alias; its collection stays."""
+        return await self._send(calls.delete_alias(alias))
 
     # Search
 

@@ -15,6 +15,8 @@ from pydantic import BaseModel, ValidationError
 from vela_client import routes
 from vela_client.errors import VelaError, error_from_response
 from vela_client.models import (
+    Alias,
+    AliasList,
     BatchSearchResponse,
     Collection,
     CollectionList,
@@ -26,6 +28,8 @@ from vela_client.models import (
     Job,
     JobAccepted,
     Mode,
+    Model,
+    ModelList,
     Readiness,
     Rerank,
     SearchResponse,
@@ -199,3 +203,25 @@ def cancel_job(job_id: str) -> Call[Job]:
 
 def retry_job(job_id: str) -> Call[Job]:
     return routes.RETRY_JOB.call(_model(Job), job_id=job_id)
+
+
+def list_models() -> Call[list[Model]]:
+    parse = _model(ModelList)
+    return routes.LIST_MODELS.call(lambda r: parse(r).models)
+
+
+def list_aliases() -> Call[list[Alias]]:
+    parse = _model(AliasList)
+    return routes.LIST_ALIASES.call(lambda r: parse(r).aliases)
+
+
+def get_alias(alias: str) -> Call[Alias]:
+    return routes.GET_ALIAS.call(_model(Alias), alias=alias)
+
+
+def set_alias(alias: str, collection: str) -> Call[Alias]:
+    return routes.PUT_ALIAS.call(_model(Alias), json={"collection": collection}, alias=alias)
+
+
+def delete_alias(alias: str) -> Call[None]:
+    return routes.DELETE_ALIAS.call(_no_content, alias=alias)

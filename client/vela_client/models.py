@@ -113,6 +113,39 @@ class Count(_Response):
     count: int
 
 
+class ModelEval(_Response):
+    name: str
+    result: dict[str, Any]
+
+
+class Model(_Response):
+    """A model requests may name (`embedder` of `index`, `Rerank.model`): the built-in `default` or a registered one."""
+
+    name: str
+    kind: str = Field(description="embedder or reranker")
+    dims: int | None = None
+    created_at: float | None = None
+    builtin: bool = False
+    aliases: list[str] = []
+    training: dict[str, Any] | None = None
+    evals: list[ModelEval] = []
+
+
+class ModelList(_Response):
+    models: list[Model]
+
+
+class Alias(_Response):
+    """A name that points at a collection; every call that takes a collection name takes an alias too."""
+
+    alias: str
+    collection: str
+
+
+class AliasList(_Response):
+    aliases: list[Alias]
+
+
 class Ranks(_Response):
     dense: int | None = None
     bm25: int | None = None

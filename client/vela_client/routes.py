@@ -75,6 +75,13 @@ INDEX = Route("POST", "/index")
 SEARCH = Route("POST", "/search")
 SEARCH_BATCH = Route("POST", "/search/batch")
 GET_JOB = Route("GET", "/jobs/{job_id}")
+LIST_MODELS = Route("GET", "/models")
+LIST_ALIASES = Route("GET", "/aliases")
+GET_ALIAS = Route("GET", "/aliases/{alias}")
+# Pointing an alias at a collection twice leaves the same alias: safe to send again.
+PUT_ALIAS = Route("PUT", "/aliases/{alias}")
+# 404 the second time, although the first one worked.
+DELETE_ALIAS = Route("DELETE", "/aliases/{alias}", idempotent=False)
 # Likewise 409 the second time (the job has ended, or is no longer failed), so neither is sent again blindly.
 CANCEL_JOB = Route("DELETE", "/jobs/{job_id}", idempotent=False)
 RETRY_JOB = Route("POST", "/jobs/{job_id}/retry", idempotent=False)
@@ -98,4 +105,9 @@ ROUTES: tuple[Route, ...] = (
     GET_JOB,
     CANCEL_JOB,
     RETRY_JOB,
+    LIST_MODELS,
+    LIST_ALIASES,
+    GET_ALIAS,
+    PUT_ALIAS,
+    DELETE_ALIAS,
 )

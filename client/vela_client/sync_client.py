@@ -15,12 +15,14 @@ from vela_client.config import DEFAULT_TIMEOUT_S
 from vela_client.config import http_options as _options
 from vela_client.errors import error_from_transport
 from vela_client.models import (
+    Alias,
     BatchSearchResponse,
     Collection,
     DocumentPage,
     Health,
     Job,
     JobAccepted,
+    Model,
     Readiness,
     SearchResponse,
     StoredDocument,
@@ -283,6 +285,28 @@ class VelaClient:
         "datetime"}) through a job, which fails (JobFailed with `wait=True`) when stored values do not fit."""
         accepted = self._send(calls.set_schema(collection, fields, strict))
         return self._maybe_wait(accepted, wait, on_progress, timeout)
+
+    # Models and aliases
+
+    def list_models(self) -> list[Model]:
+        """The models requests may name (the built-in `default` first), with their kind, dims and recorded evals."""
+        return self._send(calls.list_models())
+
+    def list_aliases(self) -> list[Alias]:
+        return self._send(calls.list_aliases())
+
+    def get_alias(self, alias: str) -> Alias:
+        """The collection an alias points at; NotFound (`alias_not_found`) when there is none."""
+        return self._send(calls.get_alias(alias))
+
+    def set_alias(self, alias: str, collection: str) -> Alias:
+        """Point an alias at a collection: created, or switched atomically (searches through it see the old
+        collection or the new one). Conflict when a collection has the alias's name."""
+        return self._send(calls.set_alias(alias, collection))
+
+    def delete_alias(self, alias: str) -> None:
+        """Remove an alias; its collection stays."""
+        return self._send(calls.delete_alias(alias))
 
     # Search
 
