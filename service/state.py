@@ -42,7 +42,7 @@ def build_state(settings: Settings) -> AppState:
     data_dir = settings.data_dir.expanduser().resolve()
     collections = CollectionStore(data_dir)
     jobs = JobStore(data_dir / "jobs.sqlite3")
-    embedders = EmbedderCache(device=device, precision=precision)
+    embedders = EmbedderCache(device=device, precision=precision, encoder=settings.encoder)
 
     def run(job_id: str) -> object:
         return run_job(

