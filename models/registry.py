@@ -23,14 +23,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from models.loading import DEFAULT_ALIASES, packaged_minilm_dir
+from models.loading import DEFAULT_ALIASES, ONNX_ALIASES, TORCH_ALIASES, packaged_minilm_dir
 from velaio.files import file_lock, fsync_dir, fsync_tree, write_atomic
 
 KINDS = ("embedder", "reranker")
 # models.reranker.configuration_reranker.MODEL_TYPE, spelled here so that listing models needs no transformers.
 RERANKER_MODEL_TYPE = "vela_reranker"
 BUILTIN_NAME = DEFAULT_ALIASES[0]  # "default": the packaged all-MiniLM-L6-v2, served by VELA_ENCODER's choice
-BUILTIN_NAMES = frozenset(DEFAULT_ALIASES)
+# Its other names: DEFAULT_ALIASES (same form as `default`), then the names of its torch and its ONNX int8 form.
+BUILTIN_ALIASES = tuple(n for n in (*DEFAULT_ALIASES, *TORCH_ALIASES, *ONNX_ALIASES) if n != BUILTIN_NAME)
+BUILTIN_NAMES = frozenset((BUILTIN_NAME, *BUILTIN_ALIASES))
 ENTRY_FILE = "vela_registry.json"
 TRAINING_FILE = "training_args.json"  # what every `vela train` recipe writes beside its weights
 EVALS_DIR = "evals"
@@ -135,8 +137,7 @@ def _builtin_entry() -> ModelEntry:
         dims = dims_of(read_config(packaged_minilm_dir()))
     except (FileNotFoundError, InvalidModelDir):
         dims = None
-    aliases = tuple(a for a in DEFAULT_ALIASES if a != BUILTIN_NAME)
-    return ModelEntry(BUILTIN_NAME, "embedder", dims, None, None, builtin=True, aliases=aliases)
+    return ModelEntry(BUILTIN_NAME, "embedder", dims, None, None, builtin=True, aliases=BUILTIN_ALIASES)
 
 
 def _training(root: Path) -> dict[str, Any] | None:

@@ -89,6 +89,8 @@ def test_the_builtin_default_is_listed_and_reserved(tmp_path: Path, tiny_embedde
     assert builtin.name == "default" and builtin.builtin and builtin.dims == 384 and "minilm" in builtin.aliases
     assert reg.resolve("default", kind="embedder") == "default"
     assert reg.resolve("minilm", kind="embedder") == "minilm"
+    assert {"minilm-torch", "minilm-onnx"} <= set(builtin.aliases)  # the packaged model's two forms, by name
+    assert reg.resolve("minilm-torch", kind="embedder") == "minilm-torch"
     with pytest.raises(ModelExists):
         reg.register("default", tiny_embedder_dir)
     with pytest.raises(InvalidModelName):
