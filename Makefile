@@ -36,7 +36,7 @@ export TRANSFORMERS_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: help install install-gpu serve test test-slow test-gpu fuzz lint typecheck format clean distclean redis-server docs \
-	browser
+	browser strace
 
 help:
 	@echo "make serve      install into .venv (if needed) and start the API on 127.0.0.1:8000"
@@ -98,6 +98,13 @@ redis-server:
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq redis-server >/dev/null; }
 
+# tests/service/test_model_names.py traces a server's file syscalls with strace (that test is skipped without it).
+strace:
+	@command -v strace >/dev/null || { \
+		echo "installing strace (apt-get)"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq strace >/dev/null; }
+
 # The console tests (marker `browser`) drive a real headless Chromium through chromedriver; Debian's packages.
 browser:
 	@{ command -v chromium && command -v chromedriver; } >/dev/null || { \
@@ -105,7 +112,7 @@ browser:
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium chromium-driver >/dev/null; }
 
-test: lint typecheck redis-server browser
+test: lint typecheck redis-server browser strace
 	$(BIN)/pytest -q
 
 test-slow: $(STAMP) redis-server

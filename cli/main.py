@@ -86,9 +86,13 @@ def build_parser() -> argparse.ArgumentParser:
     onnx.add_argument("--no-quantize", action="store_true", help="keep fp32 weights (no dynamic int8 quantization)")
     onnx.set_defaults(func=_export_onnx)
 
+    from cli.models import add_parser as add_models_parser  # argparse only: the registry is imported on use
+
+    add_models_parser(sub)
+
     train = sub.add_parser(
         "train",
-        help="train a model: vela train RECIPE --out DIR [--config FILE] [flags]",
+        help="train a model: vela train RECIPE --out DIR [--config FILE] [--register NAME] [flags]",
         description="Recipes: " + ", ".join(f"{k} ({v[1]})" for k, v in RECIPES.items()),
     )
     train.add_argument("recipe", choices=sorted(RECIPES), help="what to train")
@@ -196,9 +200,18 @@ def _export_onnx(args: argparse.Namespace) -> int:
 def _train(args: argparse.Namespace) -> int:
     import importlib
 
+    from cli.models import check_register_name, register_trained, take_register_flag
     from models.device import DeviceError, pin_visible_device, resolve_device, resolve_precision
     from training.cli_args import device_flags
 
+    try:  # --register NAME: copy the trained model into the registry as NAME once the recipe succeeded
+        recipe_args, register_as = take_register_flag(args.args)
+        why = check_register_name(register_as) if register_as is not None else None
+    except ValueError as e:
+        why = str(e)
+    if why:
+        print(f"vela train: {why}", file=sys.stderr)
+        return 2
     try:  # VELA_DEVICE / VELA_PRECISION, resolved before any data or model is read
         device = resolve_device(pin_visible_device(os.environ.get("VELA_DEVICE", "auto")))
         precision = resolve_precision(os.environ.get("VELA_PRECISION", "auto"), device)
@@ -206,10 +219,13 @@ def _train(args: argparse.Namespace) -> int:
         print(f"vela train: {e}", file=sys.stderr)
         return 2
     # The reranker recipe has its own --precision flag; the others take HF's --bf16.
-    argv = device_flags(args.args, device=device, precision=precision, precision_flag=args.recipe == "reranker")
+    argv = device_flags(recipe_args, device=device, precision=precision, precision_flag=args.recipe == "reranker")
     module = importlib.import_module(RECIPES[args.recipe][0])
-    sys.argv = [f"vela train {args.recipe}", *args.args]  # what the saved arguments record as the command
-    return int(module.main(argv) or 0)
+    sys.argv = [f"vela train {args.recipe}", *recipe_args]  # what the saved arguments record as the command
+    status = int(module.main(argv) or 0)
+    if status == 0 and register_as is not None:
+        return register_trained(register_as, recipe_args)
+    return status
 
 
 def _bench(args: argparse.Namespace) -> int:

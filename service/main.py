@@ -12,7 +12,7 @@ from fastapi import Depends, FastAPI
 from fastapi.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from service.api.routes import collections, documents, health, index, jobs, search, ui
+from service.api.routes import aliases, collections, documents, health, index, jobs, models, search, ui
 from service.deps import require_api_key
 from service.errors import install_error_handlers
 from service.middleware import limit_body, request_guard, require_key
@@ -80,7 +80,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     secured: dict[str, Any] = {}
     if settings.api_key_set:
         secured = {"dependencies": [Depends(require_api_key)], "responses": {401: {"model": ErrorResponse}}}
-    for router in (index.router, jobs.router, collections.router, documents.router, search.router):
+    routers = (index.router, jobs.router, collections.router, documents.router, search.router)
+    for router in (*routers, aliases.router, models.router):
         app.include_router(router, **secured)
     app.include_router(health.router)
     app.include_router(ui.router)

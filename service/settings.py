@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import Field, field_validator
 
 from indexing.settings import IndexingSettings
@@ -29,6 +31,7 @@ class Settings(IndexingSettings):
     query_batch_max: int = Field(32, ge=1, description="most queries per encoder pass when micro-batching; 1: off")
     query_batch_wait_ms: float = Field(1.0, ge=0, le=100, description="how long a query waits for others to join")
     reranker: str | None = Field(None, description="default reranker directory for /search rerank; loaded at start")
+    models_dir: Path | None = Field(None, description="model registry; unset: <data dir>/models")
     rerank_max_ms: float = Field(2000.0, gt=0, description="rerank time budget per query when a request sets none")
     rerank_weight: float = Field(
         1.0, ge=0, le=1, description="the cross-encoder's share of the reranked order when a request sets none"

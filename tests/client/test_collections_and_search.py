@@ -81,7 +81,7 @@ def test_index_bad_input_is_invalid_request_with_details(client: VelaClient, uni
     assert err.value.details and "must not be empty" in err.value.message
     with pytest.raises(InvalidRequest) as unknown:
         client.index(unique("bad"), [{"id": "a", "text": "x"}], embedder="/no/such/model")
-    assert unknown.value.code == "unknown_embedder"
+    assert unknown.value.code == "unknown_model"
 
 
 def test_on_progress_without_wait_is_refused(client: VelaClient) -> None:

@@ -123,7 +123,7 @@ def test_bad_collection_name_and_empty_batch_are_422(small: httpx.Client) -> Non
 
 def test_unknown_embedder_is_422(small: httpx.Client) -> None:
     r = small.post("/index", json={"collection": "emb", "documents": [OK_DOC], "embedder": "/no/such/model"})
-    assert r.status_code == 422 and r.json()["error"]["code"] == "unknown_embedder"
+    assert r.status_code == 422 and r.json()["error"]["code"] == "unknown_model"
     assert small.get("/collections/emb").status_code == 404
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from models.registry import ModelRegistry
 from tests.service.conftest import running_server, wait_job
 
 DOCS = [
@@ -13,8 +14,9 @@ DOCS = [
 
 
 def test_index_and_search_a_cde_collection(tmp_path: Path, tiny_cde_dir: Path) -> None:
+    ModelRegistry(tmp_path / "models").register("cde", tiny_cde_dir)  # requests name models by registry name
     with running_server(tmp_path) as client:
-        r = client.post("/index", json={"collection": "ctx", "documents": DOCS, "embedder": str(tiny_cde_dir)})
+        r = client.post("/index", json={"collection": "ctx", "documents": DOCS, "embedder": "cde"})
         assert r.status_code == 202, r.text
         assert wait_job(client, r.json()["job_id"])["status"] == "succeeded"
         for mode in ("dense", "hybrid", "bm25"):

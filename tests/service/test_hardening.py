@@ -220,8 +220,8 @@ def test_stored_metadata_that_cannot_be_serialised_does_not_break_search(served:
 
 def test_a_model_name_too_long_for_the_filesystem_is_a_422(client: httpx.Client) -> None:
     r = client.post("/search", json={"collection": "c", "query": "moon", "rerank": {"model": "0" * 4000}})
-    assert r.status_code == 422 and r.json()["error"]["code"] == "unknown_reranker", r.text
+    assert r.status_code == 422 and r.json()["error"]["code"] == "unknown_model", r.text
     r = client.post(
         "/index", json={"collection": "long", "documents": [{"id": "a", "text": "t"}], "embedder": "0" * 4000}
     )
-    assert r.status_code == 422 and r.json()["error"]["code"] == "unknown_embedder", r.text
+    assert r.status_code == 422 and r.json()["error"]["code"] == "unknown_model", r.text

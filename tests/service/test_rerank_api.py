@@ -11,6 +11,7 @@ import httpx
 import numpy as np
 import pytest
 
+from models.registry import ModelRegistry
 from models.reranker import CrossEncoder
 from tests.reranker_fixtures import make_reranker
 from tests.service.conftest import running_server, wait_job
@@ -32,8 +33,10 @@ def reranker(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory, reranker: Path) -> Iterator[httpx.Client]:
-    # The default reranker is loaded in the lifespan; requests may also name one.
-    with running_server(tmp_path_factory.mktemp("vela"), reranker=str(reranker), rerank_batch_size=2) as c:
+    # The default reranker is loaded in the lifespan; requests may also name one, by registry name.
+    data_dir = tmp_path_factory.mktemp("vela")
+    ModelRegistry(data_dir / "models").register("rr", reranker)
+    with running_server(data_dir, reranker=str(reranker), rerank_batch_size=2) as c:
         r = c.post("/index", json={"collection": "cities", "documents": DOCS})
         assert wait_job(c, r.json()["job_id"])["status"] == "succeeded"
         yield c
@@ -55,9 +58,9 @@ def _metric(client: httpx.Client, status: str) -> float:
 def test_rerank_orders_hits_by_the_cross_encoder(client: httpx.Client, reranker: Path) -> None:
     plain = _search(client)
     assert plain["rerank"] is None and all(h["rerank_score"] is None for h in plain["hits"])
-    body = _search(client, rerank={"model": str(reranker), "top_n": 5})
+    body = _search(client, rerank={"model": "rr", "top_n": 5})
     info = body["rerank"]
-    assert info["status"] == "ok" and info["error"] is None and info["model"] == str(reranker.resolve())
+    assert info["status"] == "ok" and info["error"] is None and info["model"] == "rr"
     assert info["top_n"] == 5 and info["scored"] == len(body["hits"]) == 5 and info["took_ms"] > 0
     scores = [h["rerank_score"] for h in body["hits"]]
     assert scores == sorted(scores, reverse=True)
@@ -114,7 +117,7 @@ def test_batch_search_reranks_every_query(client: httpx.Client) -> None:
         ({"model": ""}, "invalid_request", "rerank.model: String should have at least 1 character"),
         ({"topn": 5}, "invalid_request", "rerank.topn: Extra inputs are not permitted"),
         ({"weight": 1.5}, "invalid_request", "rerank.weight: Input should be less than or equal to 1"),
-        ({"model": "/no/such/reranker"}, "unknown_reranker", "reranker '/no/such/reranker' is not a local model"),
+        ({"model": "/no/such/reranker"}, "unknown_model", "rerank.model: no registered model of that name"),
     ],
 )
 def test_bad_rerank_input_is_422_with_a_stable_message(
@@ -126,10 +129,10 @@ def test_bad_rerank_input_is_422_with_a_stable_message(
     assert err["code"] == code and needle in err["message"]
 
 
-def test_a_model_that_is_not_a_reranker_is_422(client: httpx.Client, tiny_embedder_dir: Path) -> None:
-    r = client.post("/search", json={**QUERY, "rerank": {"model": str(tiny_embedder_dir)}})
+def test_a_model_that_is_not_a_reranker_is_422(client: httpx.Client) -> None:
+    r = client.post("/search", json={**QUERY, "rerank": {"model": "default"}})  # the built-in embedder
     assert r.status_code == 422
-    assert r.json()["error"]["code"] == "unknown_reranker" and "not a reranker" in r.json()["error"]["message"]
+    assert r.json()["error"]["code"] == "invalid_model" and "not a reranker" in r.json()["error"]["message"]
 
 
 def test_timeout_returns_the_fused_order_and_says_so(client: httpx.Client, monkeypatch: pytest.MonkeyPatch) -> None:
