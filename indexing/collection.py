@@ -65,6 +65,9 @@ class CollectionSettings:
     shards: int = 1  # > 1: documents split by a hash of their id over shard directories (indexing/shards.py)
     # Declared metadata fields {"fields": {name: type}, "strict": bool} (indexing/filters.py Schema)
     schema: dict[str, Any] = field(default_factory=lambda: {"fields": {}, "strict": False})
+    # How hybrid searches fuse dense and BM25 (indexing/fusion.py FusionSpec JSON), and how it was chosen
+    # (indexing/fusion_choice.py: without labels, again each time the collection doubles)
+    fusion: dict[str, Any] = field(default_factory=lambda: {"method": "rrf"})
 
     def __post_init__(self) -> None:
         if not 1 <= self.shards <= MAX_SHARDS:
@@ -90,6 +93,7 @@ class CollectionSettings:
             dense_index=DenseIndexParams.from_json(d.get("dense_index")),  # absent from older files
             shards=int(d.get("shards", 1)),
             schema=d.get("schema") or {"fields": {}, "strict": False},
+            fusion=d.get("fusion") or {"method": "rrf"},  # absent from older files
         )
 
 
@@ -242,6 +246,15 @@ class Collection:
                 write_atomic(path, json.dumps(new.to_json(), indent=2).encode())
                 target.settings, target._settings_stamp = new, _stamp(path)
 
+    def set_fusion(self, fusion: dict[str, Any]) -> None:
+        """Keep a fusion choice (the caller holds the writer lock), as set_schema keeps a schema."""
+        with self._settings_lock:
+            for target in self._settings_holders():
+                new = replace(target.settings, fusion=fusion)
+                path = target.root / SETTINGS_FILE
+                write_atomic(path, json.dumps(new.to_json(), indent=2).encode())
+                target.settings, target._settings_stamp = new, _stamp(path)
+
     def reload_settings(self) -> bool:
         """Read the settings files again where another process replaced them (a schema a `vela worker` declared);
         a stat each when nothing changed. True when something was read."""
@@ -369,6 +382,7 @@ class Collection:
             "chunking": asdict(self.settings.chunking),
             "created_at": self.settings.created_at,
             "schema": self.settings.schema,
+            "fusion": self.settings.fusion,
         }
         return out
 

@@ -11,6 +11,7 @@ from typing import Any
 from indexing.collection import Collection, CollectionNotFound
 from indexing.context import commit_collection, ensure_context, maybe_refresh
 from indexing.filters import Schema, value_fits
+from indexing.fusion_choice import after_ingest
 from indexing.jobs import TERMINAL, JobKind, JobStatus, JobStore
 from indexing.merger import after_commit
 from indexing.prepare import content_hash, prepare_documents
@@ -60,6 +61,7 @@ def run_job(
                 on_progress=on_progress,
             )
             after_commit(collections, coll)
+            after_ingest(collections, coll, embedders)  # the fusion chosen again once the collection doubled
             jobs.finish(job_id, status)
             return status
         embedder = embedders.get(coll.settings.embedder)
@@ -76,6 +78,7 @@ def run_job(
                 maybe_refresh(coll, embedder, context_refresh_fraction)
             commit_collection(coll, embedder)
         after_commit(collections, coll)  # searchable here at once; merges start in the background
+        after_ingest(collections, coll, embedders)  # the fusion chosen again once the collection doubled
         jobs.finish(job_id, status)
         return status
     except CollectionNotFound:

@@ -15,7 +15,7 @@ from typing import Any, Literal
 import numpy as np
 
 from indexing.filters import Node
-from indexing.fusion import reciprocal_rank_fusion
+from indexing.fusion import FusionSpec, fuse_runs
 from indexing.postings import TermStats
 from indexing.shard_view import Lists, ShardView
 
@@ -40,6 +40,7 @@ class RankRequest:
     group_by_doc: bool = True
     rescore: bool = True
     filter: Node | None = None  # parsed (indexing/filters.py): applied inside every retriever
+    fusion: FusionSpec | None = None  # hybrid: how the lists are fused (None: RRF with rrf_k and weights)
 
     @property
     def n(self) -> int:
@@ -147,9 +148,10 @@ def fuse(per_run: dict[str, Ranked], req: RankRequest) -> tuple[Ranked, dict[str
     rep = {}  # the passage shown for a fused unit: its best dense passage, else its best BM25 one
     for name in ("bm25", "dense"):
         rep.update({key: pid for key, _, pid in per_run.get(name, [])})
-    fused = reciprocal_rank_fusion(
-        {name: [key for key, _, _ in r] for name, r in per_run.items()},
-        k=req.rrf_k,
+    fused = fuse_runs(
+        {name: [(key, score) for key, score, _ in r] for name, r in per_run.items()},
+        req.fusion or FusionSpec(),
+        rrf_k=req.rrf_k,
         depth=req.depth,
         weights=req.weights,
     )

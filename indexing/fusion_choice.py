@@ -1,0 +1,280 @@
+"""Choosing a collection's fusion without labels: pseudo-queries cut out of its own documents.
+
+How good is each retriever on this collection? With no judged queries, the collection is asked itself, as the
+Inverse Cloze Task does (Lee et al. 2019, ORQA): a sentence of a sampled passage is the query, and the
+passage *without that sentence* is the one relevant document. Removing the sentence is what keeps the
+estimate fair: scored against the whole passage, a query copied out of it matches every one of its words
+and BM25 wins by construction. Without them, BM25 has only the words the sentence shares with the rest of
+its passage, and the dense model the meaning: the gap that separates the two on real queries.
+
+Each pseudo-query is searched with dense and BM25 through the engine (the collection's published index,
+lists as deep as the fusion reads), its source document is taken out of both lists, and the cut passage
+is put back with the scores it gets as an indexed passage would: a float64 cosine of its vector, and BM25
+with the whole collection's statistics. Every candidate fusion (indexing/fusion.py: RRF, weighted RRF,
+convex combinations over three normalisations and alphas, each list alone) is then scored by NDCG@10 of
+the source over the pseudo-queries, and the best is kept (ties: the first candidate, simpler first).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import re
+import time
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from indexing.bm25 import tokenize
+from indexing.dense import exact_scores
+from indexing.engine import Fanout
+from indexing.engine import search as engine_search
+from indexing.fusion import FusionSpec, rank_of
+from indexing.postings import Postings, TermStats
+from indexing.ranking import Mode, RankRequest
+from velaio.text import passage_text
+
+log = logging.getLogger("vela.fusion")
+TARGET = ("pseudo-query", "source")  # the cut passage's unit key: no collection unit is a tuple of strings
+SENTENCE_END = re.compile(r"[.!?;](?=\s)|\n")
+WORD_RE = re.compile(r"\w+")
+PLAIN_WORD = re.compile(r"(?=[^\W\d_]*[^\W\d_])[^\W_]+(?:[-'][^\W_]+)*")  # a letter; inner - or ' only
+PUNCTUATION = ".,;:!?\"'()[]"
+CODE = re.compile(r"[=<>{}\[\]]|\w\(|[^\W\d_]\.[^\W\d_]|\w_\w")  # operators, calls, attributes, snake_case
+ALPHAS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+
+
+def candidates() -> list[FusionSpec]:
+    """What the chooser compares, simpler first (a tie goes to the earlier one): RRF, one list alone,
+    weighted RRF, then convex combinations by normalisation and alpha."""
+    out = [FusionSpec("rrf"), FusionSpec("dense"), FusionSpec("bm25")]
+    out += [FusionSpec("rrf", alpha=a) for a in (0.3, 0.7)]
+    out += [FusionSpec("convex", alpha=a, normalization=n) for n in ("minmax", "zscore", "dbsf") for a in ALPHAS]
+    return out
+
+
+@dataclass(frozen=True)
+class ChoiceParams:
+    samples: int = 200  # pseudo-queries (documents sampled, one sentence each)
+    seed: int = 0
+    depth: int = 200  # the lists fused, as deep as a search's default depth
+    rrf_k: int = 60
+    min_words: int = 4  # a sentence shorter than this is no query
+    max_words: int = 32  # longer sentences are cut to their first words: queries are short
+    prose: float = 0.75  # share of a sentence's tokens that must be plain words: people query in words
+
+
+@dataclass(frozen=True)
+class PseudoQuery:
+    doc_id: str
+    pids: frozenset[int]  # every passage of the source document: taken out of the lists
+    query: str
+    rest: str  # what the index would read of the cut passage: title, then the passage without the query
+
+
+@dataclass
+class Choice:
+    spec: FusionSpec
+    scores: dict[str, float]  # mean NDCG@10 of the source per candidate label
+    documents: int
+    queries: int
+    seconds: float = 0.0
+    at: float = field(default_factory=time.time)
+
+    def to_json(self) -> dict[str, Any]:
+        """What the collection's settings keep: the fusion, and how it was chosen (shown by GET /collections)."""
+        base = {k: round(v, 4) for k, v in self.scores.items() if k in ("rrf", "dense", "bm25")}
+        evidence = {
+            "documents": self.documents,
+            "pseudo_queries": self.queries,
+            "seconds": round(self.seconds, 2),
+            "at": round(self.at, 3),
+            "ndcg@10": {self.spec.label: round(self.scores[self.spec.label], 4), **base},
+        }
+        return {**self.spec.to_json(), "chosen": evidence}
+
+
+def sample_pseudo_queries(coll: Any, params: ChoiceParams) -> list[PseudoQuery]:
+    """Up to params.samples pseudo-queries: documents drawn with a fixed seed, in each a random passage and in
+    it a random sentence of min_words words or more that the title does not already hold."""
+    ids = sorted(i for shard in coll.shard_list for i in shard.docstore.document_ids())
+    rng = random.Random(params.seed)
+    out: list[PseudoQuery] = []
+    for doc_id in rng.sample(ids, len(ids)):  # a fixed order of every document: the first that give a query
+        if len(out) == params.samples:
+            break
+        doc = coll.document(doc_id, passages=True)
+        if doc is None or not doc.passages:
+            continue
+        _, _, start, end = doc.passages[rng.randrange(len(doc.passages))]
+        cut = _cut_sentence(doc.title, doc.text[start:end], rng, params)
+        if cut is not None:
+            query, rest = cut
+            out.append(PseudoQuery(doc_id, frozenset(p[0] for p in doc.passages), query, passage_text(doc.title, rest)))
+    return out
+
+
+def _cut_sentence(title: str, body: str, rng: random.Random, params: ChoiceParams) -> tuple[str, str] | None:
+    """(query, the body without it), or None when no sentence fits or too little would be left."""
+    parts = _sentences(body)
+    title_words = set(WORD_RE.findall(title.lower()))
+    usable = []
+    for a, b in parts if len(parts) > 1 else ():
+        words = WORD_RE.findall(body[a:b].lower())
+        if len(words) < params.min_words or _prose_share(body[a:b]) < params.prose:
+            continue
+        if title_words and sum(w in title_words for w in words) >= 0.5 * len(words):
+            continue  # the title repeated in the text: the indexed title would still hold the query
+        if len(WORD_RE.findall(body)) - len(words) < params.min_words:
+            continue
+        usable.append((a, b))
+    if not usable:
+        return None
+    a, b = usable[rng.randrange(len(usable))]
+    words = body[a:b].split()
+    return " ".join(words[: params.max_words]), (body[:a] + " " + body[b:]).strip()
+
+
+def _prose_share(text: str) -> float:
+    """The share of whitespace-separated tokens that are words once stripped of punctuation around them, and
+    0 for a line with code in it (`x = f(y)`, `a.b`, `d[k]`, `snake_case`): a docstring's sentence is a query
+    a person could type, a line of code is not."""
+    tokens = text.split()
+    if CODE.search(text) or not tokens:
+        return 0.0
+    return sum(PLAIN_WORD.fullmatch(t.strip(PUNCTUATION)) is not None for t in tokens) / len(tokens)
+
+
+def _sentences(text: str) -> list[tuple[int, int]]:
+    """Spans of the non-blank pieces between sentence ends (., !, ? or ; before a space) and line breaks."""
+    spans, start = [], 0
+    for m in SENTENCE_END.finditer(text):
+        if text[start : m.end()].strip():
+            spans.append((start, m.end()))
+        start = m.end()
+    if text[start:].strip():
+        spans.append((start, len(text)))
+    return spans
+
+
+def pseudo_runs(
+    coll: Any, embedder: Any, fanout: Fanout, pqs: Sequence[PseudoQuery], params: ChoiceParams
+) -> list[dict[str, list[tuple[Hashable, float]]]]:
+    """Per pseudo-query, its dense and BM25 lists (unit, score), top depth, the source document replaced by
+    the cut passage (unit TARGET) at the scores it gets."""
+    versions = coll.published_versions()
+    queries = [p.query for p in pqs]
+    context = coll.query_context(fanout)
+    qv = embedder.encode_queries(queries, context=context)  # (nq, d)
+    dv = embedder.encode_documents([p.rest for p in pqs], context=context)  # (nq, d)
+    dense_target = exact_scores(dv[:, None, :], qv)[:, 0]  # (nq,) as the index scores a stored passage
+    bm25_target = _bm25_of_rest(coll, fanout, versions, pqs)
+    lists: dict[str, list[list[tuple[Hashable, float]]]] = {}
+    modes: tuple[Mode, Mode] = ("dense", "bm25")
+    for mode in modes:
+        req = RankRequest(mode=mode, k=params.depth + 1, depth=params.depth)
+        found = engine_search(coll, fanout, qv if mode == "dense" else None, queries, req, versions=versions)
+        lists[mode] = [
+            [(key, score) for key, score, pid in f.top if pid not in p.pids] for f, p in zip(found, pqs, strict=True)
+        ]
+    out = []
+    for i in range(len(pqs)):
+        runs: dict[str, list[tuple[Hashable, float]]] = {}
+        for mode, target in (("dense", float(dense_target[i])), ("bm25", float(bm25_target[i]))):
+            run = lists[mode][i]
+            if mode == "dense" or target > 0:  # BM25 lists only passages that share a term with the query
+                at = next((r for r, (_, s) in enumerate(run) if s < target), len(run))  # after equal scores
+                run = [*run[:at], (TARGET, target), *run[at:]]
+            runs[mode] = run[: params.depth]
+        out.append(runs)
+    return out
+
+
+def _bm25_of_rest(coll: Any, fanout: Fanout, versions: list[int], pqs: Sequence[PseudoQuery]) -> np.ndarray:
+    """Each cut passage's BM25 for its query, with the collection's N, average length and document
+    frequencies (the engine's own two steps: counts summed over the shards, then the formula)."""
+    from indexing.engine import _mean_idf  # okapi's idf floor: the engine's cached vocabulary mean
+
+    tokens = tokenize([p.query for p in pqs])
+    terms = {t for q in tokens for t in q}
+    refs = coll.shard_refs()
+    parts = fanout.call(refs, "term_stats", [{"version": v, "terms": terms} for v in versions])
+    mean_idf = _mean_idf(fanout, refs, versions) if coll.bm25_method == "okapi" else 0.0
+    stats = TermStats.merge(parts, mean_idf)
+    params = coll.settings.bm25
+    out = np.zeros(len(pqs))
+    for i, rest in enumerate(tokenize([p.rest for p in pqs])):
+        rows, scores = Postings.build([rest]).score(tokens[i], stats, params)
+        out[i] = float(scores[0]) if len(rows) else 0.0
+    return out
+
+
+def score_candidates(
+    runs: Sequence[dict[str, list[tuple[Hashable, float]]]], specs: Sequence[FusionSpec], params: ChoiceParams
+) -> dict[str, float]:
+    """Mean NDCG@10 of the source per candidate (its label): 1 / log2(1 + rank) within the top 10."""
+    gains = np.zeros(len(specs))
+    for r in runs:
+        ranks = np.asarray(rank_of(r, TARGET, specs, rrf_k=params.rrf_k, depth=params.depth))
+        gains += np.where((ranks >= 1) & (ranks <= 10), 1.0 / np.log2(1.0 + np.maximum(ranks, 1)), 0.0)
+    return {spec.label: float(g / max(len(runs), 1)) for spec, g in zip(specs, gains, strict=True)}
+
+
+def choose_fusion(coll: Any, embedder: Any, fanout: Fanout, params: ChoiceParams | None = None) -> Choice:
+    """The best candidate fusion for this collection by its pseudo-queries (RRF when it has none)."""
+    params = params or ChoiceParams()
+    t0 = time.perf_counter()
+    documents = sum(s.docstore.counts()[0] for s in coll.shard_list)
+    pqs = sample_pseudo_queries(coll, params)
+    specs = candidates()
+    runs = pseudo_runs(coll, embedder, fanout, pqs, params) if pqs else []
+    scores = score_candidates(runs, specs, params)
+    best = max(specs, key=lambda s: scores[s.label]) if runs else FusionSpec()  # max keeps the first of ties
+    return Choice(best, scores, documents, len(pqs), time.perf_counter() - t0)
+
+
+# --- kept with the collection, chosen again as it grows ----------------------------------------------------
+MIN_DOCUMENTS = 50  # fewer documents: too few pseudo-queries to tell fusions apart; RRF stays
+# VELA_FUSION_AUTO=0 turns the choice after ingest jobs off (tools that time ingest alone set this flag).
+AUTO_CHOOSE = os.environ.get("VELA_FUSION_AUTO", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def documents_of(coll: Any) -> int:
+    return sum(int(s.docstore.counts()[0]) for s in coll.shard_list)
+
+
+def choice_due(coll: Any) -> bool:
+    """True when the collection has never chosen and holds MIN_DOCUMENTS, or has doubled since its choice."""
+    chosen = (coll.settings.fusion or {}).get("chosen")
+    docs = documents_of(coll)
+    if not chosen:
+        return docs >= MIN_DOCUMENTS
+    return docs >= max(MIN_DOCUMENTS, 2 * int(chosen.get("documents", 0)))
+
+
+def refresh_choice(coll: Any, embedder: Any, fanout: Fanout, params: ChoiceParams | None = None) -> Choice:
+    """Choose again on the published index and keep the choice in the collection's settings."""
+    choice = choose_fusion(coll, embedder, fanout, params)
+    with coll.writer():
+        coll.set_fusion(choice.to_json())
+    log.info(
+        "fusion chosen",
+        extra={"collection": coll.name, "fusion": choice.spec.label, "seconds": round(choice.seconds, 2)},
+    )
+    return choice
+
+
+def after_ingest(collections: Any, coll: Any, embedders: Any) -> Choice | None:
+    """After an ingest job's commit: choose again when the collection has doubled (see choice_due). This runs in
+    the job, before it is reported done, so a search after it uses the new choice; never on a request. A
+    failure is logged and leaves the previous choice in force."""
+    if not AUTO_CHOOSE or not choice_due(coll):
+        return None
+    try:
+        return refresh_choice(coll, embedders.get(coll.settings.embedder), collections.fanout)
+    except Exception:
+        log.exception("fusion choice failed", extra={"collection": coll.name})
+        return None
