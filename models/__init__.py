@@ -3,6 +3,7 @@
 Imported by training, indexing and service; imports no other project package.
 """
 
+import models._openmp  # noqa: F401  (first: OpenMP settings before torch loads its runtime)
 from models.embedder.configuration_embedder import EmbedderConfig
 from models.embedder.modeling_embedder import Embedder
 from models.loading import EmbedderCache, load_embedder, resolve_model_dir

@@ -6,7 +6,10 @@ forward pass for all of them (as TEI and infinity do). A pass never holds more t
 request is encoded over several passes, each shared out round-robin with the other waiting requests.
 While a pass runs, new requests pile up and go in the next one, so under load batches grow by themselves and
 throughput rises with concurrency instead of queueing one forward pass per request; a lone request waits at most
-`max_wait_ms`.
+`max_wait_ms`. With no window (`max_wait_ms` 0, the default) a request that finds the encoder idle and nobody
+queued runs its pass in its own thread: no hand-off to the encoder thread and back, and no wait at all.
+
+Each request records its `queue` and `encode` stages (service/timing.py) for the Server-Timing header.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import numpy as np
 
 from models import Embedder, EmbedderCache
 from models.cde.context import CorpusContext
+from service import timing
 
 log = logging.getLogger("vela.batching")
 
@@ -42,6 +46,9 @@ class _Request:
     future: Future[np.ndarray] = field(default_factory=Future)
     done: int = 0  # texts encoded so far: a large request is encoded over several passes
     parts: list[np.ndarray] = field(default_factory=list)
+    submitted: float = field(default_factory=time.perf_counter)
+    began: float | None = None  # when its first pass started, and its last one ended (perf_counter)
+    ended: float | None = None
 
     @property
     def left(self) -> int:
@@ -92,6 +99,8 @@ class MicroBatcher:
         self.on_batch = on_batch  # told the size of every pass (a metrics histogram)
         self.batches = 0  # forward passes run, and the texts they held: their ratio is the mean batch size
         self.texts = 0
+        # Held for every forward pass, by the encoder thread or by a caller that runs its own pass: one at a time.
+        self._busy = threading.Lock()
         self._queue: queue.SimpleQueue[_Request | None] = queue.SimpleQueue()
         # Requests with texts still to encode, in arrival order (the encoder thread's alone).
         self._waiting: collections.deque[_Request] = collections.deque()
@@ -103,9 +112,40 @@ class MicroBatcher:
             raise RuntimeError("the query encoder has been stopped")
         if not texts:
             return self.embedder.encode_queries([], context=context)
+        if self.max_wait_s == 0 and len(texts) <= self.max_batch:
+            direct = self._encode_here(list(texts), context)
+            if direct is not None:
+                return direct
         req = _Request(list(texts), context)
         self._queue.put(req)
-        return req.future.result()
+        vectors = req.future.result()
+        if req.began is not None and req.ended is not None:
+            timing.record("queue", req.began - req.submitted)
+            timing.record("encode", req.ended - req.began)
+        return vectors
+
+    def _encode_here(self, texts: list[str], context: CorpusContext | None) -> np.ndarray | None:
+        """The pass in the caller's thread when the encoder is idle and nobody waits; None: use the queue."""
+        if not self._busy.acquire(blocking=False):
+            return None
+        try:
+            if not self._queue.empty() or self._waiting:
+                return None
+            t0 = time.perf_counter()
+            vectors = self.embedder.encode_queries(texts, context=context)  # (n, d)
+            timing.record("queue", 0.0)
+            timing.record("encode", time.perf_counter() - t0)
+            self._count(len(texts))
+            return vectors
+        finally:
+            self._busy.release()
+
+    def _count(self, texts: int) -> None:
+        """Called with `_busy` held, so the counters of both kinds of pass add up exactly."""
+        self.batches += 1
+        self.texts += texts
+        if self.on_batch is not None:
+            self.on_batch(texts)
 
     def stop(self) -> None:
         self._queue.put(None)
@@ -157,24 +197,27 @@ class MicroBatcher:
                 stopping = self._gather()
             plan = self._next_pass()
             texts = [t for r, n in plan for t in r.texts[r.done : r.done + n]]
-            try:
-                vectors = self.embedder.encode_queries(texts, context=plan[0][0].context)  # (n, d)
-            except BaseException as exc:  # every waiter must hear of it, or it hangs forever
-                log.exception("query encoding failed", extra={"texts": len(texts)})
+            with self._busy:
+                began = time.perf_counter()
                 for r, _ in plan:
-                    r.future.set_exception(exc)
-                    self._waiting.remove(r)
-                continue
-            self.batches += 1
-            self.texts += len(texts)
-            if self.on_batch is not None:
-                self.on_batch(len(texts))
+                    r.began = began if r.began is None else r.began
+                try:
+                    vectors = self.embedder.encode_queries(texts, context=plan[0][0].context)  # (n, d)
+                except BaseException as exc:  # every waiter must hear of it, or it hangs forever
+                    log.exception("query encoding failed", extra={"texts": len(texts)})
+                    for r, _ in plan:
+                        r.future.set_exception(exc)
+                        self._waiting.remove(r)
+                    continue
+                self._count(len(texts))
+            ended = time.perf_counter()
             row = 0
             for r, n in plan:
                 r.parts.append(vectors[row : row + n])
                 r.done += n
                 row += n
                 if r.left == 0:
+                    r.ended = ended
                     self._waiting.remove(r)
                     r.future.set_result(r.parts[0] if len(r.parts) == 1 else np.concatenate(r.parts))
             # The next pass starts from a different request, so no request is always served first.

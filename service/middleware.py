@@ -1,7 +1,7 @@
 """Pure ASGI guards that run before FastAPI sees a request (no BaseHTTPMiddleware task or stream per request).
 
-Outermost first: `request_guard` (request id, deadline, catch-all), `require_key` (API keys, checked before a
-single body byte is read), `limit_body` (declared and streamed size, slow bodies).
+Outermost first: `request_guard` (request id, Server-Timing, deadline, catch-all), `require_key` (API keys, checked
+before a single body byte is read), `limit_body` (declared and streamed size, slow bodies).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from service import timing
 from service.errors import REQUEST_ID, ApiError, error_response, internal_error
 
 log = logging.getLogger("vela.service")
@@ -26,7 +27,8 @@ _CLIENT_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 def request_guard(app: ASGIApp, *, timeout_s: float) -> ASGIApp:
     """Gives every request an id (the X-Request-ID response header, `request_id` of error bodies and error logs),
-    a deadline (503 `timeout` when it passes) and turns any unhandled exception into a 500 in the error shape."""
+    a Server-Timing header (service/timing.py: the stages the request went through, in ms), a deadline (503
+    `timeout` when it passes) and turns any unhandled exception into a 500 in the error shape."""
 
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -35,13 +37,17 @@ def request_guard(app: ASGIApp, *, timeout_s: float) -> ASGIApp:
         given = Headers(scope=scope).get("x-request-id", "")
         rid = given if _CLIENT_REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
         token = REQUEST_ID.set(rid)
+        # Set before the handler's task is made, so that the task (and the threads it hands work to) share it.
+        timings, timing_token = timing.begin()
         started = answered = False
 
         def tagged(message: Message) -> Message:
             if message["type"] != "http.response.start":
                 return message
-            headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"x-request-id"]
-            return {**message, "headers": [*headers, (b"x-request-id", rid.encode())]}
+            own = (b"x-request-id", timing.HEADER)
+            headers = [(k, v) for k, v in message.get("headers", []) if k.lower() not in own]
+            extra = [(b"x-request-id", rid.encode()), (timing.HEADER, timing.finish(timings))]
+            return {**message, "headers": [*headers, *extra]}
 
         async def send_direct(message: Message) -> None:
             await send(tagged(message))
@@ -75,6 +81,7 @@ def request_guard(app: ASGIApp, *, timeout_s: float) -> ASGIApp:
             if not task.done():  # past the deadline, or we were cancelled ourselves (client gone, shutdown)
                 task.cancel()
                 task.add_done_callback(_swallow)
+            timing.end(timing_token)
             REQUEST_ID.reset(token)
 
     return middleware

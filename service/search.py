@@ -15,7 +15,8 @@ from indexing.engine import LOCAL_FANOUT, Fanout
 from indexing.engine import search as engine_search
 from indexing.filters import Node
 from indexing.ranking import RUNS, Dim, Fused, Mode, RankRequest
-from service.batching import QueryEncoder
+from service import timing
+from service.batching import MicroBatcher, QueryEncoder
 
 DELETED_SLACK = 8
 
@@ -86,7 +87,10 @@ def search_batch(
         if embedder is None:
             raise ValueError("dense search needs the collection's embedder")
         # A contextual embedder encodes with the context the published vectors were made with.
+        t_enc = time.perf_counter()
         qv = embedder.encode_queries(list(queries), context=collection.query_context(fanout))  # (nq, d)
+        if not isinstance(embedder, MicroBatcher):  # the batcher records queue and encode itself
+            timing.record("encode", time.perf_counter() - t_enc)
     req = RankRequest(
         mode=mode,
         k=k,
@@ -98,9 +102,11 @@ def search_batch(
         rescore=rescore,
         filter=filter,
     )
-    fused = engine_search(collection, fanout, qv, queries, req, versions=versions)
+    with timing.stage("engine"):
+        fused = engine_search(collection, fanout, qv, queries, req, versions=versions)
     wanted = {pid: f.shard_of[pid] for f in fused for _, _, pid in f.top}
-    passages = collection.passages(wanted)
+    with timing.stage("hydrate"):
+        passages = collection.passages(wanted)
     took_ms = (time.perf_counter() - t0) * 1000.0
     return assemble_results(
         queries=queries,
@@ -150,7 +156,9 @@ def assemble_results(
         if rerank is None:
             out.append(SearchResult(hits=hits[offset : offset + k_out], took_ms=took_ms))
             continue
-        hits, outcome = rerank(query, hits)  # after fusion and hydration: the reranker reads passage texts
+        with timing.stage("rerank"):
+            hits, outcome = rerank(query, hits)  # after fusion and hydration: the reranker reads passage texts
         page = hits[offset : offset + k_out]
         out.append(SearchResult(hits=page, took_ms=took_ms + outcome.took_ms, rerank=outcome))
+    timing.mark("searched")  # what follows, up to the response start, is the `serialize` stage
     return out

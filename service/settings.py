@@ -29,7 +29,13 @@ class Settings(IndexingSettings):
         "GPU or in bf16), onnx or torch (fp32 weights)",
     )
     query_batch_max: int = Field(32, ge=1, description="most queries per encoder pass when micro-batching; 1: off")
-    query_batch_wait_ms: float = Field(1.0, ge=0, le=100, description="how long a query waits for others to join")
+    query_batch_wait_ms: float = Field(
+        0.0,
+        ge=0,
+        le=100,
+        description="how long a query waits for others to join its encoder pass; 0: none (under load, queries "
+        "that arrive while a pass runs share the next one anyway, and a lone query runs its own pass at once)",
+    )
     reranker: str | None = Field(None, description="default reranker directory for /search rerank; loaded at start")
     models_dir: Path | None = Field(None, description="model registry; unset: <data dir>/models")
     rerank_max_ms: float = Field(2000.0, gt=0, description="rerank time budget per query when a request sets none")

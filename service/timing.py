@@ -1,0 +1,96 @@
+"""Where a request's time goes: named stages, sent back as a `Server-Timing` header.
+
+The request guard (service/middleware.py) starts one `Timings` per HTTP request in a context variable; the
+search path records its stages into it from whatever thread runs them (the thread pool and the encoder's
+callers run with a copy of the request's context, which holds the same object). Stages of a search:
+
+    queue      waiting for the query encoder (micro-batching: another pass running, or the batch window)
+    encode     the encoder's forward pass that held this request's queries
+    engine     the engine call: dense, BM25 and fusion over every shard (indexing.engine.search)
+    hydrate    reading the hits' passages and documents from the doc store
+    rerank     the cross-encoder, when the request asks for it
+    serialize  building and serialising the response, and the hand-off back to the event loop
+    total      the whole request inside the server, from the first middleware to the response start
+
+Whatever `total` holds beyond the other stages is request parsing, validation and thread hand-offs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar, Token
+
+HEADER = b"server-timing"
+# The order stages are written in (any other stage follows, in the order it was recorded).
+ORDER = ("queue", "encode", "engine", "dense", "bm25", "fuse", "hydrate", "rerank", "serialize", "total")
+
+
+class Timings:
+    """Milliseconds per stage of one request; a stage recorded twice (several passes) adds up."""
+
+    __slots__ = ("marks", "stages", "started")
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+        self.stages: dict[str, float] = {}
+        self.marks: dict[str, float] = {}  # perf_counter() instants, e.g. when the search work ended
+
+    def add(self, stage: str, seconds: float) -> None:
+        self.stages[stage] = self.stages.get(stage, 0.0) + seconds * 1000.0
+
+    def header_value(self) -> bytes:
+        """`queue;dur=0.01, encode;dur=3.52, ...` (RFC-style Server-Timing metrics, durations in ms)."""
+        names = [s for s in ORDER if s in self.stages] + [s for s in self.stages if s not in ORDER]
+        return ", ".join(f"{s};dur={self.stages[s]:.3f}" for s in names).encode()
+
+
+_CURRENT: ContextVar[Timings | None] = ContextVar("vela_timings", default=None)
+
+
+def begin() -> tuple[Timings, Token[Timings | None]]:
+    """A fresh Timings for this request's context; `end(token)` when the request is over."""
+    timings = Timings()
+    return timings, _CURRENT.set(timings)
+
+
+def end(token: Token[Timings | None]) -> None:
+    _CURRENT.reset(token)
+
+
+def current() -> Timings | None:
+    """This request's Timings (None outside an HTTP request: `vela eval`, benches, tests calling functions)."""
+    return _CURRENT.get()
+
+
+def record(stage: str, seconds: float) -> None:
+    timings = _CURRENT.get()
+    if timings is not None:
+        timings.add(stage, seconds)
+
+
+def mark(name: str) -> None:
+    """Note the instant `name` happened (e.g. `searched`: the start of the `serialize` stage)."""
+    timings = _CURRENT.get()
+    if timings is not None:
+        timings.marks[name] = time.perf_counter()
+
+
+@contextmanager
+def stage(name: str) -> Iterator[None]:
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        record(name, time.perf_counter() - t0)
+
+
+def finish(timings: Timings) -> bytes:
+    """The header value at the response start: `serialize` from the `searched` mark, and `total`."""
+    now = time.perf_counter()
+    searched = timings.marks.get("searched")
+    if searched is not None and "serialize" not in timings.stages:
+        timings.add("serialize", now - searched)
+    timings.stages["total"] = (now - timings.started) * 1000.0
+    return timings.header_value()
