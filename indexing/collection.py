@@ -7,119 +7,37 @@ from __future__ import annotations
 
 import heapq
 import json
-import re
 import shutil
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from indexing.bm25 import BM25Params
-from indexing.chunking import ChunkingParams
-from indexing.dense import DenseIndexParams
+from indexing.collection_settings import (  # noqa: F401  (re-exported: the collection API)
+    LEGACY_INDEX_DIR,
+    MAX_FIELDS,
+    MAX_SHARDS,
+    NAME_RE,
+    SEGMENTS_DIR,
+    SETTINGS_FILE,
+    CollectionConflict,
+    CollectionNotFound,
+    CollectionSettings,
+    IndexNotReady,
+    check_schema,
+    load_settings,
+    validate_name,
+)
 from indexing.docstore import DocStore, DocumentRecord, PassageHit
 from indexing.engine import LOCAL_FANOUT, LocalFanout, ShardRef
-from indexing.filters import FIELD_TYPES
 from indexing.manifest import ManifestError, current_manifest, current_version
 from indexing.merge_policy import TieredMergePolicy
 from indexing.segment import SegmentError
 from indexing.shard_writer import ShardWriter
 from models.cde.context import CorpusContext
 from velaio.files import file_lock, write_atomic
-
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-SETTINGS_FILE = "collection.json"
-MAX_SHARDS = 256  # a shard per actor: beyond this the fan-out, not the index, is what costs
-
-
-class CollectionNotFound(KeyError):
-    pass
-
-
-class CollectionConflict(ValueError):
-    pass
-
-
-class IndexNotReady(RuntimeError):
-    """A collection has no published index yet (or its files are unreadable until the next commit)."""
-
-
-SEGMENTS_DIR = "segments"
-MAX_FIELDS = 64  # declared metadata fields of a collection
-LEGACY_INDEX_DIR = "index"  # whole-collection snapshots, before segments: rebuilt into one segment on open
-
-
-@dataclass(frozen=True)
-class CollectionSettings:
-    name: str
-    embedder: str  # resolved model directory
-    dim: int
-    small_dim: int = 256
-    chunking: ChunkingParams = field(default_factory=ChunkingParams)
-    bm25: BM25Params = field(default_factory=BM25Params)
-    created_at: float = field(default_factory=time.time)
-    dense_index: DenseIndexParams = field(default_factory=DenseIndexParams)
-    shards: int = 1  # > 1: documents split by a hash of their id over shard directories (indexing/shards.py)
-    # Declared metadata fields {"fields": {name: type}, "strict": bool} (indexing/filters.py Schema)
-    schema: dict[str, Any] = field(default_factory=lambda: {"fields": {}, "strict": False})
-    # How hybrid searches fuse dense and BM25 (indexing/fusion.py FusionSpec JSON), and how it was chosen
-    # (indexing/fusion_choice.py: without labels, again each time the collection doubles)
-    fusion: dict[str, Any] = field(default_factory=lambda: {"method": "rrf"})
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.shards <= MAX_SHARDS:
-            raise ValueError(f"shards must be between 1 and {MAX_SHARDS}, got {self.shards}")
-        check_schema(self.schema)
-
-    def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["bm25"] = self.bm25.to_json()
-        d["dense_index"] = self.dense_index.to_json()
-        return d
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> CollectionSettings:
-        return cls(
-            name=d["name"],
-            embedder=d["embedder"],
-            dim=int(d["dim"]),
-            small_dim=int(d["small_dim"]),
-            chunking=ChunkingParams(**d["chunking"]),
-            bm25=BM25Params.from_json(d["bm25"]),
-            created_at=float(d["created_at"]),
-            dense_index=DenseIndexParams.from_json(d.get("dense_index")),  # absent from older files
-            shards=int(d.get("shards", 1)),
-            schema=d.get("schema") or {"fields": {}, "strict": False},
-            fusion=d.get("fusion") or {"method": "rrf"},  # absent from older files
-        )
-
-
-def check_schema(schema: dict[str, Any]) -> None:
-    """A collection's declared fields: {"fields": {name: type}, "strict": bool}; ValueError otherwise."""
-    if not isinstance(schema, dict) or set(schema) - {"fields", "strict"}:
-        raise ValueError('schema must be {"fields": {name: type}, "strict": bool}')
-    fields = schema.get("fields", {})
-    if not isinstance(fields, dict) or len(fields) > MAX_FIELDS:
-        raise ValueError(f"schema fields must be an object of at most {MAX_FIELDS} name: type pairs")
-    for name, kind in fields.items():
-        if not isinstance(name, str) or not 0 < len(name) <= 256:
-            raise ValueError(f"schema field name {name!r} must be 1-256 characters")
-        if kind not in FIELD_TYPES:
-            raise ValueError(f"schema field {name!r}: type must be one of {list(FIELD_TYPES)}, got {kind!r}")
-    if not isinstance(schema.get("strict", False), bool):
-        raise ValueError("schema strict must be true or false")
-
-
-def validate_name(name: str) -> str:
-    if not NAME_RE.match(name):
-        raise ValueError(
-            "collection name must be 1-64 characters of letters, digits, '_', '-' or '.', "
-            "starting with a letter or digit"
-        )
-    return name
 
 
 class Collection:
@@ -406,7 +324,3 @@ def _scan(store: DocStore, after: str | None, page: int) -> Iterator[tuple[str, 
         if len(rows) < page:
             return
         after = rows[-1][0]
-
-
-def load_settings(root: Path) -> CollectionSettings:
-    return CollectionSettings.from_json(json.loads((root / SETTINGS_FILE).read_text()))
