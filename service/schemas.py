@@ -149,6 +149,29 @@ class RerankOptions(BaseModel):
     )
 
 
+class FusionOptions(BaseModel):
+    model_config = REQUEST_CONFIG
+    method: Literal["auto", "rrf", "convex", "dense", "bm25"] = Field(
+        "auto",
+        description="auto: the collection's stored choice (GET /collections/{name} shows it); rrf; convex: "
+        "alpha x norm(dense) + (1 - alpha) x norm(bm25); dense or bm25: that list alone",
+    )
+    alpha: float | None = Field(
+        None, ge=0, le=1, description="dense's share: convex weight (default 0.5); rrf: weights 2a and 2(1 - a)"
+    )
+    normalization: Literal["minmax", "zscore", "dbsf"] | None = Field(
+        None, description="convex: how each list's top-depth scores are normalised (default minmax)"
+    )
+
+    @model_validator(mode="after")
+    def _auto_takes_nothing(self) -> FusionOptions:
+        if self.method == "auto" and (self.alpha is not None or self.normalization is not None):
+            raise ValueError(
+                "fusion method auto is the collection's stored choice: alpha and normalization go with rrf or convex"
+            )
+        return self
+
+
 class SearchOptions(BaseModel):
     model_config = REQUEST_CONFIG
     collection: str = CollectionName
@@ -161,6 +184,7 @@ class SearchOptions(BaseModel):
     group_by_doc: bool = Field(True, description="one hit per document (its best passage)")
     rescore: bool = Field(True, description="dim=256: rescore the 256-d shortlist with the full vectors")
     rerank: RerankOptions | None = Field(None, description="rescore the top fused hits with a cross-encoder")
+    fusion: FusionOptions | None = Field(None, description="hybrid: how the lists are fused (unset: auto)")
     filter: FilterJson = FilterField
     offset: int = Field(
         0,
@@ -307,6 +331,10 @@ class CollectionOut(BaseModel):
         default_factory=lambda: {"fields": {}, "strict": False},
         alias="schema",
         description="declared metadata fields and whether filters are strict",
+    )
+    fusion: dict[str, Any] = Field(
+        default_factory=lambda: {"method": "rrf"},
+        description="how hybrid searches fuse dense and BM25 by default, and how it was chosen (without labels)",
     )
 
 

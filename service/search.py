@@ -14,6 +14,7 @@ from indexing.collection import Collection
 from indexing.engine import LOCAL_FANOUT, Fanout
 from indexing.engine import search as engine_search
 from indexing.filters import Node
+from indexing.fusion import fusion_in_force
 from indexing.ranking import RUNS, Dim, Fused, Mode, RankRequest
 from service import timing
 from service.batching import MicroBatcher, QueryEncoder
@@ -69,11 +70,13 @@ def search_batch(
     fanout: Fanout | None = None,
     filter: Node | None = None,
     offset: int = 0,
+    fusion: Mapping[str, Any] | None = None,
 ) -> list[SearchResult]:
     """Search many queries at once (one encoder batch, one engine call); with `rerank`, the top
     `rerank.top_n` fused hits of each query are rescored before the k best are returned. `filter` (parsed,
     indexing/filters.py) is applied inside retrieval; `offset` skips that many hits of the final list (the
-    fused, reranked one): pages of one published index do not overlap or skip."""
+    fused, reranked one): pages of one published index do not overlap or skip. `fusion` (hybrid; a request's
+    {"method", "alpha", "normalization"}): None or method "auto" is the collection's stored choice."""
     t0 = time.perf_counter()
     fanout = fanout if fanout is not None else LOCAL_FANOUT
     k_out, k = k, k + offset
@@ -101,6 +104,7 @@ def search_batch(
         group_by_doc=group_by_doc,
         rescore=rescore,
         filter=filter,
+        fusion=fusion_in_force(fusion, collection.settings.fusion, weights_given=weights is not None),
     )
     with timing.stage("engine"):
         fused = engine_search(collection, fanout, qv, queries, req, versions=versions)

@@ -1,0 +1,87 @@
+"""Fusion through HTTP: the choice an ingest job makes is shown by GET /collections and used by default; a
+request's own fusion overrides it; the collection chooses again once it has doubled."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from indexing.fusion_choice import MIN_DOCUMENTS
+from tests.service.conftest import running_server, wait_job
+
+WORDS = [f"{a}{b}" for a in ("river", "stone", "cloud", "ember", "frost", "meadow") for b in ("ash", "fen", "tor")]
+
+
+def documents(start: int, n: int) -> list[dict[str, Any]]:
+    rng = random.Random(start)
+    return [
+        {"id": f"d{i}", "text": ". ".join(" ".join(rng.sample(WORDS, 5)) for _ in range(4)) + "."}
+        for i in range(start, start + n)
+    ]
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory, tiny_embedder_dir: Path) -> Iterator[httpx.Client]:
+    with running_server(tmp_path_factory.mktemp("fusion"), embedder=str(tiny_embedder_dir)) as c:
+        r = c.post("/index", json={"collection": "fz", "documents": documents(0, MIN_DOCUMENTS + 10)})
+        assert r.status_code == 202, r.text
+        assert wait_job(c, r.json()["job_id"])["status"] == "succeeded"
+        yield c
+
+
+def search(client: httpx.Client, **options: Any) -> list[tuple[str, float]]:
+    r = client.post("/search", json={"collection": "fz", "query": "riverash emberfen stonetor", "k": 8, **options})
+    assert r.status_code == 200, r.text
+    return [(h["id"], h["score"]) for h in r.json()["hits"]]
+
+
+def test_the_ingest_job_chose_a_fusion_and_get_collections_shows_it(client: httpx.Client) -> None:
+    fusion = client.get("/collections/fz").json()["fusion"]
+    assert fusion["method"] in ("rrf", "convex", "dense", "bm25")
+    chosen = fusion["chosen"]
+    assert chosen["documents"] == MIN_DOCUMENTS + 10 and chosen["pseudo_queries"] > 0
+    assert set(chosen["ndcg@10"]) >= {"rrf", "dense", "bm25"}
+    listed = {c["name"]: c for c in client.get("/collections").json()["collections"]}
+    assert listed["fz"]["fusion"] == fusion
+
+
+def test_auto_is_the_stored_choice_and_a_request_overrides_it(client: httpx.Client) -> None:
+    stored = {k: v for k, v in client.get("/collections/fz").json()["fusion"].items() if k != "chosen"}
+    assert search(client) == search(client, fusion={"method": "auto"}) == search(client, fusion=stored)
+    assert search(client, fusion={"method": "bm25"}) == search(client, mode="bm25")
+    assert search(client, fusion={"method": "dense"}) == search(client, mode="dense")
+    rrf = search(client, fusion={"method": "rrf"})
+    assert rrf == search(client, weights={"dense": 1.0, "bm25": 1.0})  # RRF weights and no fusion: RRF
+    convex = search(client, fusion={"method": "convex", "alpha": 0.5, "normalization": "minmax"})
+    assert all(0.0 <= s <= 1.0 for _, s in convex) and convex[0][1] > rrf[0][1]  # scores of another scale
+
+
+@pytest.mark.parametrize(
+    "fusion",
+    [
+        {"method": "auto", "alpha": 0.5},
+        {"method": "convex", "alpha": 1.5},
+        {"method": "convex", "normalization": "l2"},
+        {"method": "sum"},
+        {"method": "rrf", "extra": 1},
+    ],
+)
+def test_a_malformed_fusion_is_refused(client: httpx.Client, fusion: dict[str, Any]) -> None:
+    r = client.post("/search", json={"collection": "fz", "query": "riverash", "fusion": fusion})
+    assert r.status_code == 422, r.text
+
+
+def test_the_collection_chooses_again_once_it_has_doubled(client: httpx.Client) -> None:
+    first = client.get("/collections/fz").json()["fusion"]["chosen"]
+    r = client.post("/index", json={"collection": "fz", "documents": documents(1000, 10)})
+    assert wait_job(client, r.json()["job_id"])["status"] == "succeeded"
+    assert client.get("/collections/fz").json()["fusion"]["chosen"] == first  # 70 documents: not doubled
+    r = client.post("/index", json={"collection": "fz", "documents": documents(2000, 60)})
+    assert wait_job(client, r.json()["job_id"])["status"] == "succeeded"
+    again = client.get("/collections/fz").json()["fusion"]["chosen"]
+    assert again["documents"] == 2 * (MIN_DOCUMENTS + 10) + 10 and again["at"] > first["at"]
