@@ -25,7 +25,7 @@ from onnxruntime.quantization import QuantType, quantize_dynamic
 from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from models.embedder.configuration_embedder import CONFIG_NAME, EmbedderConfig
-from models.embedder.onnx_embedder import MODEL_FILE, OUTPUT_NAME, PRECISION_KEY
+from models.embedder.onnx_embedder import DOCUMENT_MODEL_FILE, MODEL_FILE, OUTPUT_NAME, PRECISION_KEY
 from models.model_dirs import _set_offline, resolve_torch_dir
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
@@ -172,8 +172,10 @@ def _move_into_place(tmp: Path, out: Path) -> None:
         os.replace(tmp, out)  # rename(2) also replaces an empty directory
 
 
-def export(model: str, out_dir: str, *, quantize: bool = True) -> Path:
-    """Export `model` ('default' or a local HF model dir) to an ONNX embedder directory; returns it."""
+def export(model: str, out_dir: str, *, quantize: bool = True, fp32_documents: bool = False) -> Path:
+    """Export `model` ('default' or a local HF model dir) to an ONNX embedder directory; returns it.
+
+    `fp32_documents` (with `quantize`): documents keep the fp32 graph (model.documents.onnx), queries run int8."""
     _set_offline()
     src = resolve_torch_dir(model)
     config = EmbedderConfig.from_dir(src)
@@ -193,7 +195,11 @@ def export(model: str, out_dir: str, *, quantize: bool = True) -> Path:
         _check_parity(hf, tokenizer, fp32, names)
         if quantize:
             _quantize(fp32, tmp / MODEL_FILE)
-            fp32.unlink()
+            if fp32_documents:
+                fp32.rename(tmp / DOCUMENT_MODEL_FILE)
+                _tag_precision(tmp / DOCUMENT_MODEL_FILE, "fp32")
+            else:
+                fp32.unlink()
         else:
             fp32.rename(tmp / MODEL_FILE)
         _tag_precision(tmp / MODEL_FILE, "int8" if quantize else "fp32")

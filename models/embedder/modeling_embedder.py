@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import overload
 
@@ -143,13 +143,16 @@ class Embedder:
         if context is not None:
             raise ValueError(f"embedder {self.name} is not contextual: it takes no corpus context")
 
-    def _encode(self, texts: list[str], batch_size: int) -> np.ndarray:
+    def _encode(
+        self, texts: list[str], batch_size: int, forward: Callable[[list[str]], np.ndarray] | None = None
+    ) -> np.ndarray:
+        forward = forward or self._forward
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         # Longest first, so each batch pads to similar lengths and memory peaks early.
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
         for start in range(0, len(order), batch_size):
             idx = order[start : start + batch_size]
-            out[idx] = self._forward([texts[i] for i in idx])
+            out[idx] = forward([texts[i] for i in idx])
         return out
 
     @torch.inference_mode()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -19,12 +19,16 @@ import onnxruntime as ort
 import torch
 from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase
 
+from models.context import CorpusContext
 from models.embedder.configuration_embedder import EmbedderConfig
 from models.embedder.modeling_embedder import Embedder
 
 log = logging.getLogger("vela.embedder")
 
 MODEL_FILE = "model.onnx"
+# Optional: the graph documents go through, when it differs from the queries' (the packaged default keeps its
+# documents in fp32: stored vectors then equal torch fp32's, and only the query side carries int8 error).
+DOCUMENT_MODEL_FILE = "model.documents.onnx"
 OUTPUT_NAME = "last_hidden_state"
 # Custom metadata key in model.onnx: "int8" (dynamic quantization) or "fp32"; it becomes `precision`.
 PRECISION_KEY = "vela_precision"
@@ -62,10 +66,14 @@ class OnnxEmbedder(Embedder):
         dim: int,
         max_positions: int | None,
         name: str,
+        document_session: ort.InferenceSession | None = None,
     ) -> None:
         self.session = session
+        self.document_session = document_session or session
         self._input_names = [i.name for i in session.get_inputs()]
         meta = session.get_modelmeta().custom_metadata_map
+        doc_meta = self.document_session.get_modelmeta().custom_metadata_map
+        self.document_precision = doc_meta.get(PRECISION_KEY, "fp32")
         self._setup(
             tokenizer,
             config,
@@ -100,6 +108,10 @@ class OnnxEmbedder(Embedder):
         # instead of 12, while no spinning costs this session about 1 ms per single-query encode.
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         session = ort.InferenceSession(str(model_file), sess_options=opts, providers=["CPUExecutionProvider"])
+        doc_file = root / DOCUMENT_MODEL_FILE
+        doc_session = None
+        if doc_file.is_file():
+            doc_session = ort.InferenceSession(str(doc_file), sess_options=opts, providers=["CPUExecutionProvider"])
         tokenizer = AutoTokenizer.from_pretrained(root, local_files_only=True)
         return cls(
             session,
@@ -108,9 +120,20 @@ class OnnxEmbedder(Embedder):
             dim=int(hf_config.hidden_size),
             max_positions=getattr(hf_config, "max_position_embeddings", None),
             name=str(root),
+            document_session=doc_session,
         )
 
+    def encode_documents(
+        self, texts: Sequence[str], *, batch_size: int = 32, context: CorpusContext | None = None
+    ) -> np.ndarray:
+        self._refuse_context(context)
+        texts = [self.config.document_prefix + t for t in texts]
+        return self._encode(texts, batch_size, lambda batch: self._run(self.document_session, batch))
+
     def _forward(self, texts: list[str]) -> np.ndarray:
+        return self._run(self.session, texts)
+
+    def _run(self, session: ort.InferenceSession, texts: list[str]) -> np.ndarray:
         with self._tok_lock:
             batch = self.tokenizer(
                 texts, padding=True, truncation=True, max_length=self.max_tokens, return_tensors="np"
@@ -119,7 +142,7 @@ class OnnxEmbedder(Embedder):
         feeds = {
             n: batch[n].astype(np.int64, copy=False) if n in batch else np.zeros_like(ids) for n in self._input_names
         }
-        (hidden,) = self.session.run([OUTPUT_NAME], feeds)  # (B, L, d) float32
+        (hidden,) = session.run([OUTPUT_NAME], feeds)  # (B, L, d) float32
         return pool_numpy(hidden, feeds["attention_mask"], self.config)  # (B, d)
 
     def _last_hidden_state(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:

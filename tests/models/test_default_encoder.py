@@ -46,6 +46,17 @@ def test_export_is_made_once_and_reused(tiny_embedder_dir: Path, tmp_path: Path)
     assert (e.encode_queries(["what causes tides", "photosynthesis"]) * want).sum(1).min() > 0.95
 
 
+def test_documents_can_keep_the_fp32_graph(tiny_embedder_dir: Path, tmp_path: Path) -> None:
+    from models.onnx_export import export
+
+    both = load_embedder(export(str(tiny_embedder_dir), str(tmp_path / "both"), fp32_documents=True))
+    plain = load_embedder(tiny_embedder_dir)
+    assert isinstance(both, OnnxEmbedder) and (both.precision, both.document_precision) == ("int8", "fp32")
+    texts = ["what causes tides", "a much longer text about the gravity of the moon and the sun " * 3]
+    np.testing.assert_allclose(both.encode_documents(texts), plain.encode_documents(texts), atol=1e-4)
+    assert not np.allclose(both.encode_queries(texts), plain.encode_queries(texts), atol=1e-6)  # int8 queries
+
+
 def test_an_interrupted_export_is_redone(tiny_embedder_dir: Path, tmp_path: Path) -> None:
     out = cached_int8_export(tiny_embedder_dir, name="tiny", root=tmp_path)
     (out / READY).unlink()  # as if the process died between the rename and the marker
@@ -68,10 +79,13 @@ def test_the_packaged_default_is_served_by_onnx_int8(monkeypatch: pytest.MonkeyP
     cache = EmbedderCache()
     fast, slow = cache.get("default"), EmbedderCache(encoder="torch").get("default")
     assert isinstance(fast, OnnxEmbedder) and fast.precision == "int8" and cache.get("minilm-onnx") is fast
+    assert fast.document_precision == "fp32"
     assert not isinstance(slow, OnnxEmbedder) and slow.name == str(packaged_minilm_dir())
     texts = ["what causes tides", "insulin resistance in type 2 diabetes", "graphene conductivity"]
     cos = (fast.encode_queries(texts) * slow.encode_queries(texts)).sum(1)  # both unit rows
     assert cos.min() > 0.98, cos
+    # Documents go through the fp32 graph: the vectors a collection stores are torch fp32's.
+    np.testing.assert_allclose(fast.encode_documents(texts), slow.encode_documents(texts), atol=1e-4)
     assert os.fspath(fast.name) != os.fspath(slow.name)  # collections and evals tell the two apart
 
 
