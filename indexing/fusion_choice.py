@@ -65,6 +65,7 @@ class ChoiceParams:
     min_words: int = 4  # a sentence shorter than this is no query
     max_words: int = 32  # longer sentences are cut to their first words: queries are short
     prose: float = 0.75  # share of a sentence's tokens that must be plain words: people query in words
+    cut: bool = True  # the source is its passage without the query (False: the whole passage, for comparison)
 
 
 @dataclass(frozen=True)
@@ -135,7 +136,8 @@ def _cut_sentence(title: str, body: str, rng: random.Random, params: ChoiceParam
         return None
     a, b = usable[rng.randrange(len(usable))]
     words = body[a:b].split()
-    return " ".join(words[: params.max_words]), (body[:a] + " " + body[b:]).strip()
+    rest = (body[:a] + " " + body[b:]).strip() if params.cut else body
+    return " ".join(words[: params.max_words]), rest
 
 
 def _prose_share(text: str) -> float:

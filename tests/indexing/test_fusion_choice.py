@@ -136,6 +136,8 @@ def test_pseudo_queries_leave_their_sentence_out_of_the_passage(tmp_path: Path) 
         assert doc is not None and p.query not in p.rest and len(p.query.split()) == 7
         assert set(p.query.split()) <= set(doc.text.split())
     assert sample_pseudo_queries(coll, ChoiceParams(samples=20)) == pqs  # a fixed seed: the same queries
+    whole = sample_pseudo_queries(coll, ChoiceParams(samples=20, cut=False))  # the comparison the bench runs
+    assert [p.query for p in whole] == [p.query for p in pqs] and all(p.query[:-1] in p.rest for p in whole)
 
 
 def test_dense_wins_where_only_meaning_ties_a_sentence_to_its_document(tmp_path: Path, opened: list[str]) -> None:

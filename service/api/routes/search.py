@@ -127,7 +127,8 @@ async def _run(state: AppState, opts: SearchOptions, queries: list[str]) -> list
 
 @router.post("", response_model=SearchResponse, responses=ERRORS)
 async def search(body: SearchRequest, state: State) -> Response:
-    """Dense, BM25 or hybrid (Reciprocal Rank Fusion) search over one collection."""
+    """Dense, BM25 or hybrid search over one collection. Hybrid fuses the two lists as the collection's stored
+    choice says (RRF until one is chosen; GET /collections/{name} shows it), or as the request's `fusion` says."""
     check_search_work(state.settings, queries=[body.query], k=body.k + body.offset, depth=body.depth)
     (result,) = await _run(state, body, [body.query])
     return _bounded(state, _to_response(result))
