@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 
 
@@ -39,13 +40,13 @@ def main(args: argparse.Namespace) -> int:
     try:
         coll = state.collections.get(args.collection)
     except CollectionNotFound:
-        print(f"vela fusion: no collection named {args.collection!r}")
+        print(f"vela fusion: no collection named {args.collection!r}", file=sys.stderr)
         return 2
     if args.fusion_command == "show":
         print(json.dumps(coll.settings.fusion, indent=2))
         return 0
     if args.samples < 1:
-        print("vela fusion: --samples must be at least 1")
+        print("vela fusion: --samples must be at least 1", file=sys.stderr)
         return 2
     embedder = state.embedders.get(coll.settings.embedder)
     choice = refresh_choice(
