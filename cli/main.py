@@ -78,6 +78,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ev.set_defaults(func=_eval)
 
+    fusion = sub.add_parser(
+        "fusion", help="a collection's fusion of dense and BM25: choose it now (no labels), show it"
+    )
+    _add_fusion_arguments(fusion)
+    fusion.set_defaults(func=_fusion)
+
     onnx = sub.add_parser(
         "export-onnx", help="export an embedder to ONNX (int8 by default) as a new embedder directory"
     )
@@ -125,6 +131,7 @@ BENCHES: dict[str, tuple[str, str]] = {
     "segments": ("bench.segments", "SciFact in 10 segments vs 1: identical top-10, search p50 ratio"),
     "filters": ("bench.filters", "filtered search: recall@10 vs brute force and p50 vs unfiltered, flat and HNSW"),
     "gpu": ("bench.gpu", "CUDA only: encode texts/s, search q/s at batch 1 and 64, training steps/s"),
+    "fusion": ("bench.fusion", "fusion chosen without labels vs dense, BM25, RRF and every candidate: NDCG@10"),
 }
 
 
@@ -188,6 +195,18 @@ def _eval(args: argparse.Namespace) -> int:
     from cli.evaluate import main as eval_main
 
     return eval_main(args)
+
+
+def _add_fusion_arguments(parser: argparse.ArgumentParser) -> None:
+    from cli.fusion import add_arguments  # argparse only: the heavy imports are in its main
+
+    add_arguments(parser)
+
+
+def _fusion(args: argparse.Namespace) -> int:
+    from cli.fusion import main as fusion_main
+
+    return fusion_main(args)
 
 
 def _export_onnx(args: argparse.Namespace) -> int:

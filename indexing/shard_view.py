@@ -7,6 +7,8 @@ live document frequencies, lengths and counts. Segments unchanged since the prev
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -43,6 +45,7 @@ SCORE_SLACK = 1e-3  # FAISS's float32 inner products of unit vectors err by ~1e-
 # ef 128 finds 95 % of the true top 10; at 10 % ef 256 finds 99.4 % in 0.5 ms where the scan takes 1.5 ms.
 EXACT_SCAN_SHARE = 0.05
 EF_WIDEN_BELOW = 0.2  # shares under this widen ef by 0.2 / share (at most 4x)
+FILTER_CACHE = 64  # filters whose scopes a view keeps (about 2 bits a row each)
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,8 @@ class ShardView:
         self._row_len = np.concatenate([x.postings.lengths for x in t]).astype(np.float64) if t else np.empty(0)
         self.schema = Schema.from_json(manifest.get("schema"))
         self.scope = Scope(self.targets, self.parts, self._row_live, self.n_live)
+        self._filter_cache: OrderedDict[str, Scope] = OrderedDict()
+        self._filter_lock = threading.Lock()
 
     @classmethod
     def load(
@@ -129,9 +134,25 @@ class ShardView:
 
     # --- filters -----------------------------------------------------------------------------------
     def scope_for(self, node: Node | None) -> Scope:
-        """The live rows that pass the filter (the view's own scope when there is none)."""
+        """The live rows that pass the filter (the view's own scope when there is none). The scopes of the
+        FILTER_CACHE most recent filters are kept with the view, as Elasticsearch caches filter bitsets per
+        segment: tenants and sources repeat from query to query, and a view lives until the next publish."""
         if node is None:
             return self.scope
+        key = repr(node)  # not the node itself: True == 1 in Python, and a filter must not mistake one for the other
+        with self._filter_lock:
+            scope = self._filter_cache.get(key)
+            if scope is not None:
+                self._filter_cache.move_to_end(key)
+                return scope
+        scope = self._scope_uncached(node)
+        with self._filter_lock:
+            self._filter_cache[key] = scope
+            while len(self._filter_cache) > FILTER_CACHE:
+                self._filter_cache.popitem(last=False)
+        return scope
+
+    def _scope_uncached(self, node: Node) -> Scope:
         fields = self.schema.fields
         masks = {id(p): p.live & p.seg.payload.mask(node, fields) for p in self.parts}
         parts = [_narrow(p, masks[id(p)]) for p in self.parts]

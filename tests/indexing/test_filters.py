@@ -188,3 +188,13 @@ def test_a_strict_schema_refuses_undeclared_fields() -> None:
         parse_filter({"must": [{"key": "colour", "match": {"value": "red"}}]}, strict)
     assert err.value.path == "filter.must[0].key"
     assert parse_filter({"must": [{"key": "tenant", "match": {"value": "t1"}}]}, strict) is not None
+
+
+def test_cached_filter_scopes_keep_true_and_one_apart(tmp_path: Path) -> None:
+    coll = _build(tmp_path, 1, "flat")
+    fanout = LocalFanout()
+    one = parse_filter({"must": [{"key": "n", "match": {"value": 1}}]})
+    true = parse_filter({"must": [{"key": "n", "match": {"value": True}}]})
+    assert engine_count(coll, fanout, one) == 1  # d1 (n is undeclared: scanned, then cached)
+    assert engine_count(coll, fanout, true) == 0
+    assert engine_count(coll, fanout, one) == 1
