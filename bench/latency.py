@@ -1,47 +1,41 @@
-"""Search latency and throughput through a real uvicorn server, per mode and concurrency.
+"""Search latency and throughput through a real uvicorn server, per mode and concurrency, with the Server-Timing
+breakdown of every request, against a baseline server measured in the same run.
 
-`vela serve` runs in its own process on loopback; an httpx asyncio driver keeps `concurrency` requests in
-flight (closed loop) for `--seconds` per setting. Modes: bm25, dense (full and 256-d + rescore), hybrid.
-The same run also measures the bare query encoder (one query per forward pass, in this process, before
-the load starts) and, as the baseline of the batching speed-up, the hybrid path with micro-batching turned off
-(VELA_QUERY_BATCH_MAX=1: one forward pass per request).
+Two `vela serve` processes run side by side on loopback over the same SciFact collection (the whole corpus,
+ingested once through the API with the default embedder and kept under .vela-bench/):
+- `default`: the settings a fresh clone gets (the ONNX Runtime int8 encoder, micro-batching without a window);
+- `baseline`: the torch fp32 query encoder with micro-batching off (VELA_ENCODER=torch, VELA_QUERY_BATCH_MAX=1),
+  the path this bench measured before the default moved to ONNX Runtime.
+The two are measured interleaved (default, baseline, default, ... for `--rounds` rounds), so load from other
+processes falls on both alike; each setting is a closed loop of `concurrency` clients for `--seconds`. The JSON
+holds p50/p95/p99 and q/s per arm, the p50 of each Server-Timing stage, the ratios default/baseline, the bare
+query encoders' p50 (one query per forward pass, in this process) and the load average at start and end.
 
-SciFact (the whole corpus, ingested once through the API and kept under .vela-bench/) is the default
-collection; `--large` adds the >=100k-passage collection from bench.large_corpus.
-
-    vela bench latency --out bench/results/latency.json [--large]
+    vela bench latency --out bench/results/latency.json [--concurrency 1,8] [--rounds 3] [--seconds 5] [--large]
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
+import os
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import numpy as np
 
-from bench.common import (
-    closed_loop,
-    command,
-    free_port,
-    machine,
-    percentiles,
-    start_vela,
-    wait_jobs,
-    wait_ready,
-    write_result,
-)
+from bench.common import command, free_port, machine, start_vela, wait_jobs, wait_ready, write_result
 
 REPO = Path(__file__).resolve().parents[1]
 BEIR = REPO.parent / "shared" / "data" / "beir"
 CACHE = REPO / ".vela-bench"
 MODES: list[tuple[str, str]] = [("bm25", "full"), ("dense", "full"), ("dense", "256"), ("hybrid", "full")]
+ARMS: dict[str, dict[str, str]] = {"default": {}, "baseline": {"VELA_ENCODER": "torch", "VELA_QUERY_BATCH_MAX": "1"}}
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
@@ -55,33 +49,32 @@ def server(data_dir: Path, extra_env: dict[str, str] | None = None) -> Iterator[
     proc = start_vela(["serve", "--port", str(port)], env)
     base = f"http://127.0.0.1:{port}"
     try:
-        wait_ready(base, timeout=300)
+        wait_ready(base, timeout=600)
         yield base
     finally:
         proc.terminate()
         proc.wait(60)
 
 
-def scifact_data_dir(embedder: str) -> Path:
-    """SciFact's whole corpus, ingested through the API once per embedder; later runs reuse the data."""
-    tag = "default" if embedder == "default" else Path(embedder).name
-    data_dir = CACHE / ("scifact-data" if tag == "default" else f"scifact-data-{tag}")
+def scifact_data_dir() -> Path:
+    """SciFact's whole corpus, ingested through the API with the default embedder once; later runs reuse it."""
+    data_dir = CACHE / "scifact-data-default-onnx"
     if (data_dir / "collections" / "scifact" / "index" / "CURRENT").exists():
         return data_dir
     docs = [{"id": d["_id"], "title": d["title"], "text": d["text"]} for d in _jsonl(BEIR / "scifact/corpus.jsonl")]
     with server(data_dir) as base, httpx.Client(base_url=base, timeout=120) as client:
-        r = client.post("/index", json={"collection": "scifact", "documents": docs, "embedder": embedder})
+        r = client.post("/index", json={"collection": "scifact", "documents": docs})
         r.raise_for_status()
-        (job,) = wait_jobs(client, [r.json()["job_id"]])
+        (job,) = wait_jobs(client, [r.json()["job_id"]], timeout=7200)
         assert job["status"] == "succeeded", job
     return data_dir
 
 
-def encoder_p50_ms(name: str, queries: list[str], n: int = 200) -> float:
+def encoder_p50_ms(encoder: str, queries: list[str], n: int = 200) -> float:
     """The bare query encoder, one query per forward pass: the floor under every dense request."""
     from models import EmbedderCache
 
-    embedder = EmbedderCache().get(name)
+    embedder = EmbedderCache(encoder=encoder).get("default")
     for q in queries[:10]:
         embedder.encode_queries([q])
     times = []
@@ -92,102 +85,117 @@ def encoder_p50_ms(name: str, queries: list[str], n: int = 200) -> float:
     return round(float(np.percentile(np.asarray(times) * 1000, 50)), 2)
 
 
-def measure(
-    base: str, collection: str, queries: list[str], mode: str, dim: str, concurrency: int, seconds: float
-) -> dict[str, Any]:
-    def body(i: int) -> dict[str, Any]:
-        return {"collection": collection, "query": queries[i % len(queries)], "mode": mode, "dim": dim, "k": 10}
-
-    warm_end = time.time() + 1.0  # connections open, caches warm; not counted
-    asyncio.run(closed_loop(base, body, concurrency=concurrency, until=lambda: time.time() > warm_end))
-    end = time.time() + seconds
-    lat, wall = asyncio.run(closed_loop(base, body, concurrency=concurrency, until=lambda: time.time() > end))
-    stats = percentiles(lat)
-    return {"mode": mode, "dim": dim, "concurrency": concurrency, **stats, "qps": round(len(lat) / wall, 1)}
+def parse_server_timing(value: str) -> dict[str, float]:
+    out = {}
+    for part in value.split(","):
+        name, _, dur = part.strip().partition(";dur=")
+        if dur:
+            out[name] = float(dur)
+    return out
 
 
-def run_collection(
-    data_dir: Path,
-    collection: str,
-    queries: list[str],
-    concurrencies: list[int],
-    seconds: float,
-    baseline_dir: Path | None = None,
-) -> dict[str, Any]:
-    """Every mode x concurrency on the collection, then the baseline: the same collection (or, with
-    `baseline_dir`, SciFact embedded by the torch default) served with micro-batching off."""
-    results = []
-    with server(data_dir) as base:
-        passages = int(httpx.get(f"{base}/collections/{collection}", timeout=30).json()["passages"])
-        for mode, dim in MODES:
-            for c in concurrencies:
-                results.append(measure(base, collection, queries, mode, dim, c, seconds))
-                print(json.dumps(results[-1]), flush=True)
-    unbatched = []
-    with server(baseline_dir or data_dir, {"VELA_QUERY_BATCH_MAX": "1"}) as base:
-        for mode in ("dense", "hybrid"):
-            for c in sorted({1, 8} & set(concurrencies)):
-                unbatched.append(measure(base, collection, queries, mode, "full", c, seconds))
-                print(json.dumps({"unbatched": True, **unbatched[-1]}), flush=True)
+def closed_loop(base: str, bodies: list[dict[str, Any]], concurrency: int, seconds: float) -> dict[str, Any]:
+    """`concurrency` clients (threads with keep-alive connections) each send the next request as soon as their last
+    one answered, for `seconds`; latencies and the Server-Timing stages of every request."""
+    latencies: list[float] = []
+    stages: list[dict[str, float]] = []
+    end = time.perf_counter() + seconds
 
-    def qps(rows: list[dict[str, Any]], mode: str, c: int) -> float:
-        return next((r["qps"] for r in rows if r["mode"] == mode and r["dim"] == "full" and r["concurrency"] == c), 0)
+    def client_loop(offset: int) -> None:
+        with httpx.Client(base_url=base, timeout=60) as client:
+            i = offset
+            while time.perf_counter() < end:
+                t0 = time.perf_counter()
+                r = client.post("/search", json=bodies[i % len(bodies)])
+                r.raise_for_status()
+                latencies.append(time.perf_counter() - t0)  # list.append is atomic under the GIL
+                stages.append(parse_server_timing(r.headers.get("server-timing", "")))
+                i += concurrency
 
-    ratios = {
-        f"{mode}_c8_qps_vs_unbatched_baseline": round(qps(results, mode, 8) / qps(unbatched, mode, 8), 2)
-        for mode in ("dense", "hybrid")
-        if qps(unbatched, mode, 8)
-    }
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(concurrency) as pool:
+        list(pool.map(client_loop, range(concurrency)))
+    return {"latencies": latencies, "stages": stages, "wall": time.perf_counter() - t0}
+
+
+def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    lat = np.asarray([x for r in runs for x in r["latencies"]]) * 1000.0
+    stages = [s for r in runs for s in r["stages"]]
+    names = sorted({k for s in stages for k in s})
     return {
-        "collection": collection,
-        "passages": passages,
-        "results": results,
-        "unbatched_baseline": {"embedder": "default (torch)" if baseline_dir else "same", "results": unbatched},
-        **ratios,
+        "requests": int(lat.size),
+        "p50_ms": round(float(np.percentile(lat, 50)), 2),
+        "p95_ms": round(float(np.percentile(lat, 95)), 2),
+        "p99_ms": round(float(np.percentile(lat, 99)), 2),
+        "qps": round(lat.size / sum(r["wall"] for r in runs), 1),
+        "server_timing_p50_ms": {n: round(float(np.median([s.get(n, 0.0) for s in stages])), 3) for n in names},
     }
+
+
+def measure(
+    bases: dict[str, str], collection: str, queries: list[str], concurrencies: list[int], rounds: int, seconds: float
+) -> list[dict[str, Any]]:
+    """Every mode x concurrency, the arms interleaved round by round."""
+    raw: dict[tuple[str, str, int, str], list[dict[str, Any]]] = {}
+    for rnd in range(rounds):
+        for mode, dim in MODES:
+            bodies = [{"collection": collection, "query": q, "mode": mode, "dim": dim, "k": 10} for q in queries]
+            for c in concurrencies:
+                for arm, base in bases.items():
+                    closed_loop(base, bodies, c, 0.5)  # connections open and caches warm; not counted
+                    raw.setdefault((mode, dim, c, arm), []).append(closed_loop(base, bodies, c, seconds))
+        print(json.dumps({"round": rnd + 1, "of": rounds, "load": os.getloadavg()}), flush=True)
+    rows = []
+    for mode, dim in MODES:
+        for c in concurrencies:
+            row: dict[str, Any] = {"mode": mode, "dim": dim, "concurrency": c}
+            for arm in bases:
+                row[arm] = summarise(raw[(mode, dim, c, arm)])
+            if "baseline" in row:
+                d, b = row["default"], row["baseline"]
+                row["p50_ratio_default_vs_baseline"] = round(d["p50_ms"] / b["p50_ms"], 3)
+                row["qps_ratio_default_vs_baseline"] = round(d["qps"] / b["qps"], 3)
+            rows.append(row)
+            print(json.dumps({k: v for k, v in row.items() if k != "baseline"}), flush=True)
+    return rows
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--concurrency", default="1,8,32", help="comma-separated closed-loop concurrencies")
-    ap.add_argument("--seconds", type=float, default=10, help="measured seconds per setting")
+    ap.add_argument("--concurrency", default="1,8", help="comma-separated closed-loop concurrencies")
+    ap.add_argument("--seconds", type=float, default=5, help="measured seconds per setting, arm and round")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default, baseline) per setting")
+    ap.add_argument("--no-baseline", action="store_true", help="measure the default server only")
     ap.add_argument("--large", action="store_true", help="also the >=100k-passage collection (bench.large_corpus)")
-    ap.add_argument("--large-only", action="store_true", help="only the >=100k-passage collection")
-    ap.add_argument(
-        "--embedder", default="default", help="'default' or an embedder directory (e.g. a `vela export-onnx` one)"
-    )
     ap.add_argument("--out", type=Path, default=REPO / "bench/results/latency.json")
     args = ap.parse_args(argv)
     concurrencies = [int(c) for c in args.concurrency.split(",")]
     queries = [q["text"] for q in _jsonl(BEIR / "scifact/queries.jsonl")]
-
-    if args.large_only:
-        from bench.large_corpus import build_collection, query_texts
-
-        large_dir = CACHE / "large-data"
-        name = build_collection(large_dir)
-        large = run_collection(large_dir, name, query_texts(), concurrencies, args.seconds)
-        large.update(encoder_p50_ms=encoder_p50_ms("default", queries), seconds_per_setting=args.seconds)
-        write_result(args.out, {**large, "embedder": "default", "machine": machine(), "command": command()})
-        return
-    embedder = args.embedder if args.embedder == "default" else str(Path(args.embedder).resolve())
-    data_dir = scifact_data_dir(embedder)
-    encoder_ms = encoder_p50_ms(embedder, queries)
-    # The issue's baseline is the un-batched torch path: SciFact embedded by the torch default.
-    baseline = scifact_data_dir("default") if embedder != "default" else None
+    started = {"loadavg_start": os.getloadavg(), "machine": machine()}
+    data_dir = scifact_data_dir()
+    encoders = {e: encoder_p50_ms(e, queries) for e in ("onnx", "torch")}
+    arms: dict[str, dict[str, str]] = {"default": ARMS["default"]} if args.no_baseline else ARMS
+    with ExitStack() as stack:  # both servers up for the whole measurement: the arms are interleaved
+        bases = {arm: stack.enter_context(server(data_dir, env)) for arm, env in arms.items()}
+        passages = int(httpx.get(f"{bases['default']}/collections/scifact", timeout=30).json()["passages"])
+        rows = measure(bases, "scifact", queries, concurrencies, args.rounds, args.seconds)
     out: dict[str, Any] = {
-        **run_collection(data_dir, "scifact", queries, concurrencies, args.seconds, baseline),
-        "encoder_p50_ms": encoder_ms,
-        "seconds_per_setting": args.seconds,
-        "embedder": args.embedder,
+        "collection": "scifact",
+        "passages": passages,
+        "arms": {"default": "the settings of a fresh clone", "baseline": arms.get("baseline")},
+        "results": rows,
+        "bare_encoder_p50_ms": encoders,
+        "rounds": args.rounds,
+        "seconds_per_setting_arm_round": args.seconds,
     }
     if args.large:
         from bench.large_corpus import build_collection, query_texts
 
         large_dir = CACHE / "large-data"
         name = build_collection(large_dir)
-        out["large"] = run_collection(large_dir, name, query_texts(), concurrencies, args.seconds)
-    out.update(machine=machine(), command=command())
+        with server(large_dir) as base:
+            out["large"] = measure({"default": base}, name, query_texts(), concurrencies, 1, args.seconds)
+    out.update(started, loadavg_end=os.getloadavg(), command=command())
     write_result(args.out, out)
 
 
