@@ -22,7 +22,7 @@ def _segment(root: Path, rng: np.random.Generator, first_pid: int, rows: int) ->
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
     tokens = [list(rng.choice(WORDS, size=int(rng.integers(1, 6)))) for _ in range(rows)]
     pids = np.arange(first_pid, first_pid + rows, dtype=np.int64)
-    b.add(pids, pids // 2, vecs, tokens, ['{"n": %d}' % (p % 3) for p in pids.tolist()])
+    b.add(pids, pids // 2, vecs, tokens, [f'{{"n": {p % 3}}}' for p in pids.tolist()])
     return Segment.load(root / b.finish(root))
 
 
