@@ -65,7 +65,8 @@ def evaluate(
     model_dir = str(state.embedders.get(settings.embedder).name)
     tag = hashlib.sha1(model_dir.encode()).hexdigest()[:8]
     name = f"{data.name}-{tag}" + (f"-s{shards}" if shards > 1 else "")
-    coll = get_or_create_collection(state=state, name=name, embedder=settings.embedder, shards=shards)
+    # The embedder is the operator's (a name or a directory), set as the process default: not a request's.
+    coll = get_or_create_collection(state=state, name=name, embedder=None, shards=shards)
 
     docs = list(read_corpus(data))
     with tqdm(total=len(docs), desc=f"ingest {data.name}", unit="doc") as bar:
