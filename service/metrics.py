@@ -11,6 +11,7 @@ from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from indexing.store import CollectionStore
+from service import timing
 
 LATENCY_BUCKETS = (0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 
@@ -65,6 +66,13 @@ class Metrics:
             buckets=(1, 2, 4, 8, 16, 32, 64, 128),
             registry=self.registry,
         )
+        self.stages = Histogram(
+            "vela_request_stage_seconds",
+            "time per Server-Timing stage of a request (queue, encode, engine, hydrate, rerank, serialize)",
+            ["route", "stage"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
         self.rerank_queries = Counter(
             "vela_rerank_queries_total",
             "queries through the rerank stage, by outcome (ok, timeout, error: the fused order was returned)",
@@ -110,5 +118,10 @@ class Metrics:
                 path = getattr(scope.get("route"), "path", "unmatched")
                 self.requests.labels(path, scope["method"], str(status)).inc()
                 self.latency.labels(path, scope["method"]).observe(time.perf_counter() - start)
+                timings = scope.get(timing.SCOPE_KEY)
+                if timings is not None:
+                    for stage, ms in timings.stages.items():
+                        if stage != "total":  # the request latency histogram above has it
+                            self.stages.labels(path, stage).observe(ms / 1000.0)
 
         return middleware

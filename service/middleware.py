@@ -39,6 +39,7 @@ def request_guard(app: ASGIApp, *, timeout_s: float) -> ASGIApp:
         token = REQUEST_ID.set(rid)
         # Set before the handler's task is made, so that the task (and the threads it hands work to) share it.
         timings, timing_token = timing.begin()
+        scope[timing.SCOPE_KEY] = timings  # for the metrics middleware outside this one (stage histograms)
         started = answered = False
 
         def tagged(message: Message) -> Message:

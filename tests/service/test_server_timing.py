@@ -65,3 +65,10 @@ def test_every_response_has_a_total_even_errors(client: httpx.Client) -> None:
     assert set(stages(client.get("/healthz"))) == {"total"}
     r = client.post("/search", json={"collection": "nowhere", "query": "x"})
     assert r.status_code == 404 and "total" in stages(r)
+
+
+def test_the_stages_are_prometheus_histograms_too(client: httpx.Client) -> None:
+    client.post("/search", json={"collection": "notes", "query": "what causes tides", "mode": "hybrid", "k": 2})
+    text = client.get("/metrics").text
+    for stage in ("encode", "engine", "hydrate", "serialize"):
+        assert f'vela_request_stage_seconds_count{{route="/search",stage="{stage}"}}' in text, stage
