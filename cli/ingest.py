@@ -59,10 +59,15 @@ def main(args: argparse.Namespace) -> int:
         update["ray_address"] = args.ray
         if args.actors is not None:
             update["ray_encoder_actors"] = args.actors
+    if args.embedder:  # the operator's choice (a registry name or a directory), as the process default
+        update["embedder"] = args.embedder
     settings = Settings().model_copy(update=update)
     docs = list(read_documents(args.data))[: args.max_docs]
     state = build_state(settings)
-    coll = get_or_create_collection(state=state, name=args.collection, embedder=args.embedder, shards=args.shards)
+    coll = get_or_create_collection(state=state, name=args.collection, embedder=None, shards=args.shards)
+    if args.embedder and coll.settings.embedder != str(state.embedders.resolve(args.embedder)):
+        print(f"error: collection {args.collection!r} uses embedder {coll.settings.embedder!r}", file=sys.stderr)
+        return 2
     if args.ray and not isinstance(coll, ShardedCollection):
         print(
             f"--ray needs a sharded collection: {args.collection!r} has 1 shard (create it with --shards N)",
