@@ -127,7 +127,14 @@ def load_embedder(
 
 
 class EmbedderCache:
-    """Loads each embedder once per process and shares it between collections and requests."""
+    """Loads each embedder once per process and shares it between collections and requests.
+
+    The packaged MiniLM has one identity, its package directory (what `resolve` returns for `default`,
+    `minilm-torch` and `minilm-onnx`, and what a collection stores), and two forms: which one `get` loads is a
+    serving choice, VELA_ENCODER's, or the one a name asks for. A collection made with torch fp32 vectors is
+    then served by the ONNX form (its documents run the same fp32 weights), and no collection stores the path
+    of a cached export, which a cleared cache or a new toolchain would take away.
+    """
 
     def __init__(self, *, device: str = "cpu", precision: str = "fp32", encoder: str | None = None) -> None:
         # Settings as given (auto, cuda, ...) or already resolved: resolving a resolved one changes nothing.
@@ -137,17 +144,30 @@ class EmbedderCache:
         self.encoder = choose_encoder(encoder, device=self.device, precision=self.precision)
         self._loaded: dict[Path, Embedder] = {}
         self._paths: dict[str, Path] = {}  # a name resolved once per process, not once per request
+        self._served: dict[str, Path] = {}  # a name -> the directory `get` loads for it (the packaged one's form)
         self._lock = threading.Lock()
 
     def resolve(self, name: str | os.PathLike[str]) -> Path:
+        """The model's identity: a local directory, or the packaged MiniLM's directory for its names."""
         key = os.fspath(name)
         path = self._paths.get(key)
         if path is None:
-            path = self._paths[key] = resolve_model_dir(name, encoder=self.encoder)
+            path = self._paths[key] = resolve_torch_dir(key if key not in ONNX_ALIASES else DEFAULT_ALIASES[0])
         return path
 
+    def served_dir(self, name: str | os.PathLike[str]) -> Path:
+        """The directory `get` loads: `resolve(name)`, or for the packaged MiniLM the form chosen for it."""
+        key = os.fspath(name)
+        served = self._served.get(key)
+        if served is None:
+            path = self.resolve(name)
+            form = "torch" if key in TORCH_ALIASES else "onnx" if key in ONNX_ALIASES else self.encoder
+            packaged = path == packaged_minilm_dir()
+            served = self._served[key] = packaged_onnx_dir() if packaged and form == "onnx" else path
+        return served
+
     def get(self, name: str | os.PathLike[str]) -> Embedder:
-        path = self.resolve(name)
+        path = self.served_dir(name)
         with self._lock:
             if path not in self._loaded:
                 self._loaded[path] = load_embedder(path, device=self.device, precision=self.precision)

@@ -97,3 +97,16 @@ def test_numpy_pooling_matches_torch(pooling: str) -> None:
     config = EmbedderConfig(pooling=pooling)
     want = pool(torch.from_numpy(hidden), torch.from_numpy(mask), config).numpy()
     np.testing.assert_allclose(pool_numpy(hidden, mask, config), want, atol=1e-6)
+
+
+def test_the_packaged_model_has_one_identity_and_two_forms(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("VELA_ENCODER", raising=False)
+    fast, slow = EmbedderCache(), EmbedderCache(encoder="torch")
+    for name in ("default", "minilm-torch", "minilm-onnx", str(packaged_minilm_dir())):
+        # What a collection stores: never the path of a cached export.
+        assert fast.resolve(name) == slow.resolve(name) == packaged_minilm_dir()
+    # A collection that stored the package directory (torch fp32 vectors) is served by the chosen form.
+    assert fast.served_dir(packaged_minilm_dir()) == fast.served_dir("default") != packaged_minilm_dir()
+    assert slow.served_dir(packaged_minilm_dir()) == packaged_minilm_dir()
+    assert fast.served_dir("minilm-torch") == packaged_minilm_dir()  # a name that asks for a form gets it
+    assert slow.served_dir("minilm-onnx") == fast.served_dir("default")
