@@ -12,6 +12,7 @@ from fastapi import Depends, FastAPI
 from fastapi.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from models import Embedder as _torch_first  # noqa: F401  (torch before the routes load FAISS: models/_openmp.py)
 from service.api.routes import aliases, collections, documents, health, index, jobs, models, search, ui
 from service.deps import require_api_key
 from service.errors import install_error_handlers
