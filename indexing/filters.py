@@ -232,12 +232,6 @@ def parse_filter(raw: Any, schema: Schema | None = None, path: str = "filter") -
     return _Parser(schema or Schema({})).node(raw, path, 0)
 
 
-def fields_of(node: Node) -> set[str]:
-    if isinstance(node, Bool):
-        return {k for n in (*node.must, *node.should, *node.must_not) for k in fields_of(n)}
-    return {node.key}
-
-
 def value_fits(value: Any, kind: str) -> bool:
     """Whether a metadata value suits a declared field: a value of its type, a list of them, or null."""
     if value is None:
