@@ -12,9 +12,11 @@ from indexing.collection import Collection, CollectionNotFound
 from indexing.context import commit_collection, ensure_context, maybe_refresh
 from indexing.filters import Schema, value_fits
 from indexing.fusion_choice import after_ingest
-from indexing.jobs import TERMINAL, JobKind, JobStatus, JobStore
+from indexing.generations import serving_writer
+from indexing.jobs import GENERATION_KINDS, TERMINAL, JobKind, JobStatus, JobStore
 from indexing.merger import after_commit
 from indexing.prepare import content_hash, prepare_documents
+from indexing.reindex import run_generation_job
 from indexing.settings import RayIngestOptions
 from indexing.shards import ShardedCollection
 from indexing.store import CollectionStore
@@ -45,6 +47,10 @@ def run_job(
         return job.status
     job = jobs.start(job_id, worker)
     try:
+        if job.kind in GENERATION_KINDS:  # reindex, promote, rollback (indexing/reindex.py)
+            return run_generation_job(
+                job_id=job_id, jobs=jobs, collections=collections, embedders=embedders, on_progress=on_progress
+            )
         coll = collections.get(job.collection)
         payload = jobs.payload(job_id)
         coll.reload_settings()  # a schema another process declared since this one opened the collection
@@ -67,7 +73,9 @@ def run_job(
         embedder = embedders.get(coll.settings.embedder)
         if embedder.contextual and isinstance(coll, ShardedCollection):
             raise ValueError(f"collection {coll.name!r} is sharded: contextual embedders are not supported")
-        with coll.writer():
+        # The generation that serves once the lock is held: a promotion while this job waited moves the writes.
+        with serving_writer(coll, collections.follow) as coll:
+            embedder = embedders.get(coll.settings.embedder)
             coll.reload_settings()  # read again under the lock: a schema job may have run meanwhile
             status = _run_batches(
                 job_id, job.kind, payload, coll, jobs, embedder, batch_size, commit_interval_s, on_progress

@@ -29,7 +29,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     created_at REAL NOT NULL,
     started_at REAL,
     finished_at REAL,
-    worker TEXT
+    worker TEXT,
+    result TEXT
 );
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs(status);
 """
@@ -51,6 +52,13 @@ class JobKind(StrEnum):
     DELETE = "delete"
     PATCH = "patch"  # new metadata for documents, without re-embedding
     SCHEMA = "schema"  # declare metadata fields, once every stored value fits them
+    REINDEX = "reindex"  # build a new generation with another embedder (indexing/reindex.py)
+    PROMOTE = "promote"  # make a reindex's finished generation the one searches read
+    ROLLBACK = "rollback"  # make the previous generation the one searches read again
+
+
+# Jobs that build or switch generations: hours of embedding, so they run beside the writes, not before them.
+GENERATION_KINDS = frozenset({JobKind.REINDEX, JobKind.PROMOTE, JobKind.ROLLBACK})
 
 
 @dataclass(frozen=True)
@@ -67,6 +75,7 @@ class Job:
     created_at: float
     started_at: float | None
     finished_at: float | None
+    result: dict[str, Any] | None = None  # what a job reports beyond its counts (a reindex's gate figures)
 
     @property
     def docs_per_s(self) -> float | None:
@@ -88,6 +97,8 @@ def _init_schema(conn: sqlite3.Connection) -> None:
     columns = {row[1] for row in conn.execute("PRAGMA table_info(jobs)")}
     if "worker" not in columns:  # a jobs table from before workers had names
         conn.execute("ALTER TABLE jobs ADD COLUMN worker TEXT")
+    if "result" not in columns:  # a jobs table from before jobs reported results
+        conn.execute("ALTER TABLE jobs ADD COLUMN result TEXT")
 
 
 class JobNotFound(KeyError):
@@ -133,14 +144,30 @@ class JobStore:
             self._conn()
             .execute(
                 "SELECT id, collection, kind, status, done, total, error, cancel_requested, attempts, "
-                "created_at, started_at, finished_at FROM jobs WHERE id = ?",
+                "created_at, started_at, finished_at, result FROM jobs WHERE id = ?",
                 (job_id,),
             )
             .fetchone()
         )
         if row is None:
             raise JobNotFound(job_id)
-        return Job(row[0], row[1], JobKind(row[2]), JobStatus(row[3]), row[4], row[5], row[6], bool(row[7]), *row[8:])
+        result = json.loads(row[12]) if row[12] else None
+        attempts, created_at, started_at, finished_at = row[8:12]
+        return Job(
+            row[0],
+            row[1],
+            JobKind(row[2]),
+            JobStatus(row[3]),
+            row[4],
+            row[5],
+            row[6],
+            bool(row[7]),
+            attempts,
+            created_at,
+            started_at,
+            finished_at,
+            result,
+        )
 
     def payload(self, job_id: str) -> list[Any]:
         row = self._conn().execute("SELECT payload FROM jobs WHERE id = ?", (job_id,)).fetchone()
@@ -164,8 +191,16 @@ class JobStore:
         )
         return self.get(job_id)
 
-    def progress(self, job_id: str, done: int) -> None:
-        self._conn().execute("UPDATE jobs SET done = ? WHERE id = ?", (done, job_id))
+    def progress(self, job_id: str, done: int, total: int | None = None) -> None:
+        """Work done so far; `total` when the job learns its size only as it runs (a reindex counts documents)."""
+        if total is None:
+            self._conn().execute("UPDATE jobs SET done = ? WHERE id = ?", (done, job_id))
+        else:
+            self._conn().execute("UPDATE jobs SET done = ?, total = ? WHERE id = ?", (done, total, job_id))
+
+    def set_result(self, job_id: str, result: dict[str, Any]) -> None:
+        """Recorded as soon as it is known, not only at the end: a job resumed after a crash still reports it."""
+        self._conn().execute("UPDATE jobs SET result = ? WHERE id = ?", (json.dumps(result), job_id))
 
     def finish(self, job_id: str, status: JobStatus, error: str | None = None) -> None:
         # The payload is dropped once the job is over (the documents now live in the collection), except

@@ -7,6 +7,7 @@ import logging
 import shutil
 import threading
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from indexing.collection import (
     validate_name,
 )
 from indexing.engine import LOCAL_FANOUT
+from indexing.generations import serving_root
 from indexing.manifest import ManifestError
 from indexing.segment import SegmentError
 from indexing.shards import ShardedCollection
@@ -57,6 +59,8 @@ class CollectionStore:
         self.fanout: Any = LOCAL_FANOUT
         self._stop = threading.Event()
         self._reader: threading.Thread | None = None
+        # Called with a newly promoted generation before searches switch to it (the API loads its query encoder).
+        self.on_generation: Callable[[Collection], None] | None = None
 
     def use_ray(self, address: str, *, cpus_per_shard: float = 1.0) -> None:
         """Search shards on Ray actors (the only place a serving process imports Ray)."""
@@ -90,7 +94,32 @@ class CollectionStore:
         with self._lock:
             colls = list(self._open.values())
         for coll in colls:
+            try:
+                coll = self.follow(coll)
+            except (IndexNotReady, ManifestError, SegmentError, OSError, ValueError) as exc:
+                log.warning("generation not followed", extra={"collection": coll.name, "error": str(exc)})
             self.refresh(coll)
+
+    def follow(self, coll: Collection) -> Collection:
+        """The generation of `coll`'s collection that serves now (indexing/generations.py). When a promotion or a
+        rollback (here or in another process) moved it, the new one is opened, its views loaded and its encoder
+        warmed, then swapped in: a search holds one generation from start to end, and none waits for a load."""
+        root = self.root / coll.name
+        path = serving_root(root)
+        if path == coll.root:
+            return coll
+        new = open_collection(path, load_settings(path))
+        if self._reader is not None:  # this process serves searches: everything they need is loaded first
+            new.refresh(self.fanout)
+            if self.on_generation is not None:
+                self.on_generation(new)
+        with self._lock:
+            if self._open.get(coll.name) is not coll:  # deleted, or switched by another thread meanwhile
+                return self._open.get(coll.name, new)
+            self._open[coll.name] = new
+        if hasattr(self.fanout, "forget"):
+            self.fanout.forget(coll.shard_refs())  # a search that holds the old views finishes with them
+        return new
 
     def start_reader(self, interval_s: float = REFRESH_S) -> None:
         def loop() -> None:
@@ -125,6 +154,7 @@ class CollectionStore:
         root = self.root / name
         if not NAME_RE.match(name) or not (root / SETTINGS_FILE).is_file():
             raise CollectionNotFound(name)
+        root = serving_root(root)  # the generation that serves (the collection's directory until a reindex)
         coll = self._open[name] = open_collection(root, load_settings(root))
         return coll
 
@@ -167,10 +197,11 @@ class CollectionStore:
             if hasattr(self.fanout, "forget"):
                 self.fanout.forget(coll.shard_refs())
             coll.close()
-            self._open.pop(name, None)
-            # Rename first: the collection disappears at once, the files go after.
-            trash = self.root.parent / "trash" / f"{name}-{uuid.uuid4().hex}"
+            self._open.pop(coll.name, None)
+            # Rename first: the collection disappears at once, the files go after (every generation with it).
+            root = self.root / coll.name
+            trash = self.root.parent / "trash" / f"{coll.name}-{uuid.uuid4().hex}"
             trash.parent.mkdir(parents=True, exist_ok=True)
-            (coll.root / SETTINGS_FILE).rename(coll.root / f"{SETTINGS_FILE}.deleted")
-            coll.root.rename(trash)
+            (root / SETTINGS_FILE).rename(root / f"{SETTINGS_FILE}.deleted")
+            root.rename(trash)
         shutil.rmtree(trash, ignore_errors=True)

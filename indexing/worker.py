@@ -16,6 +16,7 @@ from indexing.ingest import run_job
 from indexing.jobs import JobStore
 from indexing.logs import configure_logging
 from indexing.redis_queue import RedisWorker
+from indexing.reindex import clean_all
 from indexing.settings import IndexingSettings
 from indexing.store import CollectionStore
 from models import EmbedderCache
@@ -50,6 +51,7 @@ def main(*, name: str | None = None) -> int:
     for coll_name in collections.names():
         outcome = collections.get(coll_name).check_consistency()
         log.info("collection checked", extra={"collection": coll_name, "outcome": outcome})
+    clean_all(collections, jobs)  # generations of reindexes that are over; a running one resumes
 
     def run(job_id: str, heartbeat: Callable[[], None]) -> object:
         return run_job(

@@ -117,6 +117,9 @@ class JobOut(BaseModel):
     created_at: float
     started_at: float | None
     finished_at: float | None
+    result: dict[str, Any] | None = Field(
+        None, description="what the job reports beyond counts: a reindex's generation and its gate's NDCG@10 figures"
+    )
 
 
 class JobAccepted(BaseModel):
@@ -335,6 +338,11 @@ class CollectionOut(BaseModel):
     fusion: dict[str, Any] = Field(
         default_factory=lambda: {"method": "rrf"},
         description="how hybrid searches fuse dense and BM25 by default, and how it was chosen (without labels)",
+    )
+    generations: dict[str, Any] | None = Field(
+        None,
+        description="the generation searches read (current), the one kept for rollback (previous) and one being "
+        "built, each with its embedder",
     )
 
 

@@ -8,8 +8,11 @@ from dataclasses import dataclass, field
 from indexing import gpu_index
 from indexing.ingest import run_job
 from indexing.jobs import JobStore
-from indexing.queue import InProcessQueue, JobQueue
+from indexing.collection import Collection
+from indexing.lanes import LaneQueue
+from indexing.queue import JobQueue
 from indexing.redis_queue import RedisJobQueue
+from indexing.reindex import clean_all
 from indexing.store import CollectionStore
 from models import EmbedderCache
 from models.device import resolve_device, resolve_precision
@@ -61,7 +64,7 @@ def build_state(settings: Settings) -> AppState:
         # Production: jobs go through Redis to `vela worker` processes; this process only serves.
         queue = RedisJobQueue(settings.redis_url, stream=settings.queue_stream)
     else:
-        queue = InProcessQueue(jobs, run)
+        queue = LaneQueue(jobs, run)  # writes keep running beside a reindex (indexing/lanes.py)
     metrics = Metrics(collections)
     encoders = QueryEncoders(
         embedders,
@@ -70,6 +73,12 @@ def build_state(settings: Settings) -> AppState:
         on_batch=metrics.encoder_batch.observe,
     )
     rerankers = RerankerCache(device=device, precision=precision)
+
+    # A promoted generation's query encoder is loaded and run once before searches switch to it.
+    def warm(coll: Collection) -> None:
+        encoders.get(coll.settings.embedder).encode_queries(["warm up"])
+
+    collections.on_generation = warm
     return AppState(settings, collections, jobs, queue, embedders, encoders, metrics, rerankers)
 
 
@@ -88,6 +97,7 @@ def start(state: AppState) -> None:
     for name in state.collections.names():
         outcome = state.collections.get(name).check_consistency()
         log.info("collection checked", extra={"collection": name, "outcome": outcome})
+    clean_all(state.collections, state.jobs)  # generations of reindexes that are over; a running one resumes
     state.collections.start_reader()  # loads every published index now, then follows new manifests
     state.queue.start()
     if isinstance(state.queue, RedisJobQueue):

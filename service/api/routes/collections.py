@@ -4,10 +4,14 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response, status
 
-from indexing.collection import CollectionNotFound
+from indexing.collection import CollectionConflict, CollectionNotFound
+from indexing.jobs import Job, JobKind
 from service.deps import State
 from service.documents import delete_collection, submit_delete
 from service.errors import ApiError
+from service.model_registry import ModelKindMismatch, UnknownModelName, UnusableModel
+from service.reindex import NothingToSwitch, UnknownDataset, generation_info, submit_reindex, submit_switch
+from service.reindex_schemas import ReindexRequest
 from service.schemas import CollectionList, CollectionOut, ErrorResponse, JobAccepted
 
 router = APIRouter(prefix="/collections", tags=["collections"])
@@ -31,11 +35,78 @@ def list_collections(state: State) -> CollectionList:
 
 @router.get("/{name}", response_model=CollectionOut, responses=NOT_FOUND)
 def get_collection(name: str, state: State) -> CollectionOut:
-    """Counts, embedder, dims and index sizes (of the collection an alias points at, for an alias)."""
+    """Counts, embedder, dims and index sizes (of the collection an alias points at, for an alias), and its
+    generations: the one searches read, the one kept for rollback, and one a reindex builds."""
     try:
-        return CollectionOut(**state.collections.get(name).stats())
+        coll = state.collections.get(name)
+        return CollectionOut(**coll.stats(), generations=generation_info(state=state, collection=coll.name))
     except CollectionNotFound as exc:
         raise not_found(name) from exc
+
+
+def _accepted(job: Job, request: Request) -> JobAccepted:
+    return JobAccepted(job_id=job.id, status=job.status.value, url=str(request.url_for("get_job", job_id=job.id)))
+
+
+SWITCH_ERRORS: dict[int | str, dict[str, Any]] = {
+    **NOT_FOUND,
+    409: {"model": ErrorResponse, "description": "nothing to switch to, or a reindex is under way"},
+}
+
+
+@router.post(
+    "/{name}/reindex",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=JobAccepted,
+    responses={**SWITCH_ERRORS, 422: {"model": ErrorResponse}},
+)
+def reindex_collection(name: str, body: ReindexRequest, state: State, request: Request) -> JobAccepted:
+    """Build a new generation of the collection from its stored documents with another embedder (a registry
+    name), while the current one keeps serving; writes made meanwhile reach both. When it is built (and passes
+    its gate, if one is given) it is promoted atomically, or waits for POST /collections/{name}/promote with
+    `"promote": "manual"`. Follow the job at GET /jobs/{id}: progress, ETA, cancel; its `result` has the gate's
+    figures."""
+    try:
+        job = submit_reindex(state=state, collection=name, embedder=body.embedder, options=body.spec())
+    except UnknownModelName as exc:
+        raise ApiError(422, "unknown_model", str(exc)) from exc
+    except (ModelKindMismatch, UnusableModel) as exc:
+        raise ApiError(422, "invalid_model", str(exc)) from exc
+    except UnknownDataset as exc:
+        raise ApiError(422, "unknown_dataset", str(exc)) from exc
+    except CollectionNotFound as exc:
+        raise not_found(name) from exc
+    except CollectionConflict as exc:
+        raise ApiError(409, "conflict", str(exc)) from exc
+    return _accepted(job, request)
+
+
+@router.post(
+    "/{name}/promote", status_code=status.HTTP_202_ACCEPTED, response_model=JobAccepted, responses=SWITCH_ERRORS
+)
+def promote_collection(name: str, state: State, request: Request) -> JobAccepted:
+    """Switch searches to the generation a manual reindex finished (writes made since are caught up first).
+    The one serving now is kept for POST /collections/{name}/rollback."""
+    return _switch(name, state, request, JobKind.PROMOTE)
+
+
+@router.post(
+    "/{name}/rollback", status_code=status.HTTP_202_ACCEPTED, response_model=JobAccepted, responses=SWITCH_ERRORS
+)
+def rollback_collection(name: str, state: State, request: Request) -> JobAccepted:
+    """Switch searches back to the previous generation (kept until the next reindex), after it catches up with
+    the writes made since the promotion."""
+    return _switch(name, state, request, JobKind.ROLLBACK)
+
+
+def _switch(name: str, state: State, request: Request, kind: JobKind) -> JobAccepted:
+    try:
+        job = submit_switch(state=state, collection=name, kind=kind)
+    except CollectionNotFound as exc:
+        raise not_found(name) from exc
+    except NothingToSwitch as exc:
+        raise ApiError(409, "conflict", str(exc)) from exc
+    return _accepted(job, request)
 
 
 @router.delete("/{name}", status_code=status.HTTP_204_NO_CONTENT, responses=NOT_FOUND)

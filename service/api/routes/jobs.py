@@ -26,6 +26,7 @@ def job_out(job: Job, worker: str | None = None) -> JobOut:
         created_at=job.created_at,
         started_at=job.started_at,
         finished_at=job.finished_at,
+        result=job.result,
     )
 
 

@@ -1,0 +1,121 @@
+"""Bringing one generation's documents up to another's: the copy a reindex starts with, and every catch-up after.
+
+Writes that arrive during a reindex go to the generation that serves, as always; the new one catches up by
+comparing the two doc stores (the source of truth of each): a document the target lacks, or holds in another
+version (its content hash, under the target's chunking, differs), is embedded with the target's embedder; one the
+source no longer has is deleted. The comparison is the replay of every write since the reindex began, whatever
+process made it, with no log to keep; run again after a crash it finds only what is left to do (idempotent)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from indexing.collection import Collection
+from indexing.context import commit_collection
+from indexing.prepare import content_hash, prepare_documents
+from indexing.shards import ShardedCollection
+from models import Embedder
+
+PAGE = 256  # documents read, embedded and stored per step (a cancel or a kill loses at most one step)
+
+
+@dataclass
+class SyncOutcome:
+    embedded: int = 0  # documents (re-)embedded into the target
+    deleted: int = 0  # documents deleted from the target
+    unchanged: int = 0
+    cancelled: bool = False
+
+    @property
+    def changed(self) -> int:
+        return self.embedded + self.deleted
+
+
+def stored_hashes(coll: Collection) -> dict[str, str]:
+    """{doc_id: content_hash} of every stored document, over every shard."""
+    out: dict[str, str] = {}
+    for shard in coll.shard_list:
+        store = shard.docstore
+        ids = store.document_ids()
+        for i in range(0, len(ids), 5000):
+            out.update(store.content_hashes(ids[i : i + 5000]))
+    return out
+
+
+def _wanted(source: Collection, target: Collection) -> dict[str, str]:
+    """Each source document's content hash as the target would store it. With the same chunking that is the
+    stored hash itself (no text read); with other chunking it is computed from the stored document."""
+    src = stored_hashes(source)
+    if source.settings.chunking == target.settings.chunking:
+        return src
+    out: dict[str, str] = {}
+    ids = list(src)
+    for i in range(0, len(ids), PAGE):
+        for doc_id, rec in source.documents(ids[i : i + PAGE]).items():
+            doc = {"title": rec.title, "text": rec.text, "metadata": rec.metadata}
+            out[doc_id] = content_hash(doc, target.settings.chunking)
+    return out
+
+
+def pending(source: Collection, target: Collection) -> tuple[list[str], list[str], int]:
+    """(ids to embed, ids to delete, documents already the same) to make the target hold the source's documents."""
+    wanted = _wanted(source, target)
+    have = stored_hashes(target)
+    todo = [d for d, h in wanted.items() if have.get(d) != h]
+    gone = [d for d in have if d not in wanted]
+    return todo, gone, len(wanted) - len(todo)
+
+
+def _pages(ids: list[str]) -> Iterator[list[str]]:
+    for i in range(0, len(ids), PAGE):
+        yield ids[i : i + PAGE]
+
+
+def sync(
+    source: Collection,
+    target: Collection,
+    embedder: Embedder,
+    *,
+    should_stop: Callable[[], bool] = lambda: False,
+    on_progress: Callable[[int, int], None] | None = None,
+    commit: bool = True,
+) -> SyncOutcome:
+    """Make the target hold the source's documents (see the module's doc), then publish the target when anything
+    changed. The caller holds the target's writer lock. `on_progress(done, total)` counts source documents."""
+    if embedder.contextual:
+        raise ValueError("a reindex to a contextual (CDE) embedder is not supported")
+    todo, gone, same = pending(source, target)
+    out = SyncOutcome(unchanged=same)
+    total = same + len(todo)
+    if on_progress is not None:
+        on_progress(same, total)
+    if source.settings.schema != target.settings.schema:
+        target.set_schema(source.settings.schema)  # declared during the reindex: the new generation has it too
+    for page in _pages(gone):
+        by_store: dict[int, tuple[Any, list[str]]] = {}
+        for doc_id in page:
+            store = target.store_of(doc_id)
+            by_store.setdefault(id(store), (store, []))[1].append(doc_id)
+        for store, ids in by_store.values():
+            store.delete(ids)
+        out.deleted += len(page)
+    for page in _pages(todo):
+        if should_stop():
+            out.cancelled = True
+            break
+        records = source.documents(page)  # a document deleted since the comparison is left to the next pass
+        docs = [{"id": r.doc_id, "title": r.title, "text": r.text, "metadata": r.metadata} for r in records.values()]
+        if docs:
+            prepared = prepare_documents(docs, target, embedder)
+            if isinstance(target, ShardedCollection):
+                target.upsert(prepared)
+            else:
+                target.docstore.upsert(prepared)
+        out.embedded += len(docs)
+        if on_progress is not None:
+            on_progress(same + out.embedded, total)
+    if commit and out.changed:
+        commit_collection(target, embedder)
+    return out

@@ -1,0 +1,54 @@
+"""The embedded default's queue with two lanes: generation jobs (a reindex embeds a whole collection again, for
+minutes or hours) run on a thread of their own, so that writes submitted meanwhile run at once, beside it, and
+reach the new generation when it catches up, instead of waiting behind it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from indexing.jobs import GENERATION_KINDS, JobNotFound, JobStore
+from indexing.queue import InProcessQueue
+
+
+class _Lane(InProcessQueue):
+    def __init__(self, jobs: JobStore, run: Callable[[str], object], generations: bool) -> None:
+        super().__init__(jobs, run)
+        self.generations = generations
+
+    def takes(self, job_id: str) -> bool:
+        try:
+            return (self.jobs.get(job_id).kind in GENERATION_KINDS) == self.generations
+        except JobNotFound:
+            return not self.generations
+
+    def start(self) -> None:
+        # Jobs a crash interrupted run again, each in its own lane (at-least-once, as InProcessQueue does).
+        for job_id in self.jobs.unfinished():
+            if self.takes(job_id):
+                self._queue.put(job_id)
+        self._thread.start()
+
+
+class LaneQueue:
+    """InProcessQueue's interface (start, submit, join, stop) over the two lanes."""
+
+    def __init__(self, jobs: JobStore, run: Callable[[str], object]) -> None:
+        self.jobs = jobs
+        self.writes = _Lane(jobs, run, generations=False)
+        self.generations = _Lane(jobs, run, generations=True)
+        self.generations._thread.name = "vela-generations"
+
+    def start(self) -> None:
+        self.writes.start()
+        self.generations.start()
+
+    def submit(self, job_id: str) -> None:
+        (self.generations if self.generations.takes(job_id) else self.writes).submit(job_id)
+
+    def join(self) -> None:
+        self.writes.join()
+        self.generations.join()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self.writes.stop(timeout)
+        self.generations.stop(timeout)

@@ -1,0 +1,66 @@
+"""Request bodies of the generation routes: POST /collections/{name}/reindex, promote and rollback."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, model_validator
+
+from service.schemas import REQUEST_CONFIG
+
+MAX_GATE_QUERIES = 10_000
+
+
+class ChunkingIn(BaseModel):
+    model_config = REQUEST_CONFIG
+    max_tokens: int = Field(224, ge=16, le=8192, description="content tokens per passage")
+    overlap: int = Field(32, ge=0, le=4096, description="tokens shared by consecutive passages (at most half)")
+
+    @model_validator(mode="after")
+    def _overlap(self) -> ChunkingIn:
+        if self.overlap > self.max_tokens // 2:
+            raise ValueError("chunking.overlap must be at most half of chunking.max_tokens")
+        return self
+
+
+class GateIn(BaseModel):
+    """A judged query set, and how the new generation must score on it beside the serving one."""
+
+    model_config = REQUEST_CONFIG
+    dataset: str | None = Field(
+        None, description="a registered dataset (a BEIR-layout folder under <data dir>/datasets), by name"
+    )
+    split: str = Field("test", max_length=64, description="the dataset's qrels split")
+    queries: dict[str, str] | None = Field(None, description="inline: {query id: text}")
+    qrels: dict[str, dict[str, int]] | None = Field(None, description="inline: {query id: {document id: grade}}")
+    mode: Literal["dense", "bm25", "hybrid"] = Field("dense", description="how both generations are searched")
+    tolerance: float = Field(0.0, ge=0.0, le=1.0, description="promote when new NDCG@10 >= old - tolerance")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> GateIn:
+        inline = self.queries is not None or self.qrels is not None
+        if (self.dataset is not None) == inline:
+            raise ValueError("gate: name a dataset, or send queries and qrels inline (one of the two)")
+        if inline and (not self.queries or not self.qrels):
+            raise ValueError("gate: inline queries and qrels must both be given and not empty")
+        if inline and len(self.queries or {}) > MAX_GATE_QUERIES:
+            raise ValueError(f"gate: at most {MAX_GATE_QUERIES} inline queries")
+        return self
+
+
+class ReindexRequest(BaseModel):
+    model_config = REQUEST_CONFIG
+    # No length or pattern here: every value that is not a registered name gets the one unknown_model error.
+    embedder: str = Field(..., description="the new generation's embedder: a registry name (GET /models)")
+    chunking: ChunkingIn | None = Field(None, description="new chunking (default: the serving generation's)")
+    promote: Literal["auto", "manual"] = Field(
+        "auto", description="auto: switch when built (and gated); manual: wait for POST /collections/{name}/promote"
+    )
+    gate: GateIn | None = Field(None, description="score both generations first; promote only if the new one holds")
+
+    def spec(self) -> dict[str, Any]:
+        return {
+            "chunking": self.chunking.model_dump() if self.chunking else None,
+            "promote": self.promote,
+            "gate": self.gate.model_dump(exclude_none=True) if self.gate else None,
+        }

@@ -1,0 +1,172 @@
+"""Generations through the job runner: reindex, catch-up of writes, promotion, rollback, cancel, clean-up."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from indexing import generations as gens
+from indexing.chunking import ChunkingParams
+from indexing.collection import CollectionSettings
+from indexing.engine import LOCAL_FANOUT
+from indexing.engine import search as engine_search
+from indexing.gen_sync import stored_hashes
+from indexing.ingest import run_job
+from indexing.jobs import JobKind, JobStatus, JobStore
+from indexing.ranking import RankRequest
+from indexing.reindex import clean_all
+from indexing.store import CollectionStore
+from models import EmbedderCache
+from tests.tiny_models import save_tiny_bert
+
+DOCS = [{"id": f"d{i}", "title": f"T{i}", "text": f"tides and the moon number {i} topic{i % 4}"} for i in range(40)]
+
+
+@pytest.fixture(scope="module")
+def second_embedder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return save_tiny_bert(tmp_path_factory.mktemp("tiny-two"))
+
+
+@pytest.fixture
+def env(tmp_path: Path, tiny_embedder_dir: Path) -> dict[str, Any]:
+    store = CollectionStore(tmp_path)
+    jobs = JobStore(tmp_path / "jobs.sqlite3")
+    embedders = EmbedderCache()
+    dim = embedders.get(str(tiny_embedder_dir)).dim
+    settings = CollectionSettings(
+        name="c", embedder=str(tiny_embedder_dir), dim=dim, chunking=ChunkingParams(max_tokens=32, overlap=8)
+    )
+    store.create(settings)
+    env = {"store": store, "jobs": jobs, "embedders": embedders, "root": tmp_path / "collections" / "c"}
+    assert _job(env, JobKind.UPSERT, DOCS) == JobStatus.SUCCEEDED
+    return env
+
+
+def _job(env: dict[str, Any], kind: JobKind, payload: list[Any]) -> JobStatus:
+    job = env["jobs"].create(collection="c", kind=kind, payload=payload)
+    return run_job(job_id=job.id, jobs=env["jobs"], collections=env["store"], embedders=env["embedders"])
+
+
+def _reindex(env: dict[str, Any], embedder: Path, **options: Any) -> str:
+    spec = {"collection": "c", "embedder": str(embedder), "embedder_name": "two", **options}
+    job = env["jobs"].create(collection="c", kind=JobKind.REINDEX, payload=[spec])
+    run_job(job_id=job.id, jobs=env["jobs"], collections=env["store"], embedders=env["embedders"])
+    return str(job.id)
+
+
+def _dense_vectors(env: dict[str, Any]) -> np.ndarray:
+    coll = env["store"].get("c")
+    return np.concatenate([b.embeddings for b in coll.docstore.batches_after(-1)])
+
+
+def test_reindex_promotes_a_new_generation_and_rollback_restores_the_old(
+    env: dict[str, Any], second_embedder: Path, tiny_embedder_dir: Path
+) -> None:
+    store, root = env["store"], env["root"]
+    before = _dense_vectors(env)
+    job_id = _reindex(env, second_embedder)
+    job = env["jobs"].get(job_id)
+    assert job.status == JobStatus.SUCCEEDED, job.error
+    assert job.result is not None and job.result["promoted"] and job.result["generation"] == 1
+    assert job.done == job.total == len(DOCS)
+    coll = store.get("c")
+    assert coll.root == root / "generations" / "1" and coll.settings.embedder == str(second_embedder)
+    # The vectors are the new embedder's: what it makes of the stored passages, not the old ones.
+    after = _dense_vectors(env)
+    new_model = env["embedders"].get(str(second_embedder))
+    first = coll.docstore.batches_after(-1, 4).__next__()
+    assert np.allclose(after[:4], new_model.encode_documents(first.texts), atol=1e-5)
+    assert not np.allclose(after[: len(before)], before[: len(after)])
+    assert gens.on_disk(root) == [0, 1]
+    # Rollback: the previous generation again, with its own vectors, untouched.
+    assert _job(env, JobKind.ROLLBACK, [{"collection": "c"}]) == JobStatus.SUCCEEDED
+    assert store.get("c").root == root and store.get("c").settings.embedder == str(tiny_embedder_dir)
+    assert np.array_equal(_dense_vectors(env), before)
+    # And forward again; a second reindex drops the kept generation first: never more than two on disk.
+    assert _job(env, JobKind.ROLLBACK, [{"collection": "c"}]) == JobStatus.SUCCEEDED
+    assert gens.generation_of(store.get("c")) == 1
+    _reindex(env, tiny_embedder_dir)
+    assert gens.generation_of(store.get("c")) == 2 and gens.on_disk(root) == [1, 2]
+    assert gens.read_pointer(root).previous == 1
+
+
+def test_writes_after_the_build_reach_the_new_generation_at_promotion(
+    env: dict[str, Any], second_embedder: Path
+) -> None:
+    store, root = env["store"], env["root"]
+    job_id = _reindex(env, second_embedder, promote="manual")
+    assert env["jobs"].get(job_id).result == {**env["jobs"].get(job_id).result, "promoted": False}
+    assert gens.generation_of(store.get("c")) == 0  # still serving the old one
+    new = [{"id": "n1", "text": "a brand new document about volcanoes"}]
+    assert _job(env, JobKind.UPSERT, new) == JobStatus.SUCCEEDED
+    assert _job(env, JobKind.DELETE, ["d0", "d1"]) == JobStatus.SUCCEEDED
+    assert _job(env, JobKind.UPSERT, [{"id": "d2", "text": "rewritten"}]) == JobStatus.SUCCEEDED
+    building = gens.open_generation(root, 1)
+    assert "n1" not in stored_hashes(building)
+    assert _job(env, JobKind.PROMOTE, [{"collection": "c"}]) == JobStatus.SUCCEEDED
+    coll = store.get("c")
+    assert gens.generation_of(coll) == 1
+    hashes = stored_hashes(coll)
+    assert "n1" in hashes and "d0" not in hashes and "d1" not in hashes and len(hashes) == len(DOCS) - 1
+    assert coll.document("d2").text == "rewritten"  # type: ignore[union-attr]
+    assert coll.view().seq == coll.docstore.seq()  # published: searches see it
+
+
+def test_a_writer_that_waited_through_a_switch_writes_the_new_generation(
+    env: dict[str, Any], second_embedder: Path
+) -> None:
+    store = env["store"]
+    old = store.get("c")
+    _reindex(env, second_embedder)
+    store._open["c"] = old  # as a worker process that has not followed yet sees it
+    assert _job(env, JobKind.UPSERT, [{"id": "late", "text": "written after the switch"}]) == JobStatus.SUCCEEDED
+    coll = store.get("c")
+    assert gens.generation_of(coll) == 1 and coll.document("late") is not None
+
+
+def test_cancel_removes_the_partial_generation(env: dict[str, Any], second_embedder: Path) -> None:
+    jobs, root = env["jobs"], env["root"]
+    spec = {"collection": "c", "embedder": str(second_embedder)}
+    job = jobs.create(collection="c", kind=JobKind.REINDEX, payload=[spec])
+    jobs.start(job.id)
+    jobs.request_cancel(job.id)
+    status = run_job(job_id=job.id, jobs=jobs, collections=env["store"], embedders=env["embedders"])
+    assert status == JobStatus.CANCELLED
+    assert gens.on_disk(root) == [0] and gens.read_pointer(root).building is None
+
+
+def _top1(coll: Any, emb: Any, queries: dict[str, str]) -> dict[str, dict[str, int]]:
+    """Judgements that say each query's own top dense hit is the relevant one: that generation scores 1.0."""
+    texts = list(queries.values())
+    fused = engine_search(coll, LOCAL_FANOUT, emb.encode_queries(texts), texts, RankRequest(mode="dense", k=1))
+    hits = coll.passages({f.top[0][2]: 0 for f in fused})
+    return {q: {hits[f.top[0][2]].doc_id: 1} for q, f in zip(queries, fused, strict=True)}
+
+
+def test_gate_passes_an_equal_generation_and_refuses_a_worse_one(env: dict[str, Any], second_embedder: Path) -> None:
+    coll = env["store"].get("c")
+    queries = {f"q{i}": f"moon number {i} topic{i % 4}" for i in range(0, 40, 2)}
+    qrels = _top1(coll, env["embedders"].get(coll.settings.embedder), queries)
+    # BM25 reads the same texts in both generations: equal figures, the gate passes.
+    ok = _reindex(env, second_embedder, gate={"queries": queries, "qrels": qrels, "mode": "bm25"}, promote="manual")
+    res = env["jobs"].get(ok).result
+    assert res is not None and res["gate"]["passed"] and res["gate"]["old"] == res["gate"]["new"]
+    # Dense, judged by what the serving model finds: another random model scores far lower and is refused.
+    bad = _reindex(env, second_embedder, gate={"queries": queries, "qrels": qrels, "mode": "dense"})
+    job = env["jobs"].get(bad)
+    assert job.status == JobStatus.FAILED and job.error is not None and "gate refused" in job.error
+    gate = job.result["gate"]  # type: ignore[index]
+    assert gate["old"] == 1.0 and gate["new"] < gate["old"] and not gate["passed"]
+    assert gens.generation_of(env["store"].get("c")) == 0 and gens.on_disk(env["root"]) == [0]
+
+
+def test_clean_removes_orphans_and_keeps_a_running_reindex(env: dict[str, Any], second_embedder: Path) -> None:
+    root, jobs = env["root"], env["jobs"]
+    (root / "generations").mkdir(exist_ok=True)
+    (root / "generations" / "7").mkdir()  # no pointer names it (a crash between its build and the pointer)
+    (root / "generations" / ".new-x").mkdir()
+    clean_all(env["store"], jobs)
+    assert gens.on_disk(root) == [0] and not (root / "generations" / ".new-x").exists()
