@@ -78,8 +78,14 @@ FIELDS: dict[str, Callable[[str], tuple[str, dict[str, Any]]]] = {
     "embedder": lambda v: ("/index", {"collection": "fresh", "documents": [DOC], "embedder": v}),
     "rerank.model": lambda v: ("/search", {"collection": "c", "query": "moon", "rerank": {"model": v}}),
     "batch rerank.model": lambda v: ("/search/batch", {"collection": "c", "queries": ["moon"], "rerank": {"model": v}}),
+    "reindex embedder": lambda v: ("/collections/c/reindex", {"embedder": v}),
 }
-MESSAGE = {"embedder": "embedder", "rerank.model": "rerank.model", "batch rerank.model": "rerank.model"}
+MESSAGE = {
+    "embedder": "embedder",
+    "rerank.model": "rerank.model",
+    "batch rerank.model": "rerank.model",
+    "reindex embedder": "embedder",
+}
 
 
 @pytest.fixture(scope="module")
@@ -144,6 +150,10 @@ def test_registered_names_work(app_client: tuple[httpx.Client, Any]) -> None:
     r = client.post("/search", json={"collection": "c", "query": "moon", "rerank": {"model": "tiny"}})
     assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_model"
     assert r.json()["error"]["message"] == "rerank.model: 'tiny' is an embedder, not a reranker"
+    r = client.post("/collections/by-name/reindex", json={"embedder": "tiny", "promote": "manual"})
+    assert r.status_code == 202 and wait_job(client, r.json()["job_id"])["status"] == "succeeded"
+    r = client.post("/collections/c/reindex", json={"embedder": "rr"})
+    assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_model"
     listed = {m["name"]: m for m in client.get("/models").json()["models"]}
     assert set(listed) == {"default", "tiny", "rr"}  # the symlinked entry is no model
     assert (listed["tiny"]["kind"], listed["tiny"]["dims"], listed["rr"]["kind"]) == ("embedder", 32, "reranker")
