@@ -288,6 +288,50 @@ class AsyncVelaClient:
         accepted = await self._send(calls.set_schema(collection, fields, strict))
         return await self._maybe_wait(accepted, wait, on_progress, timeout)
 
+    # Generations: another embedder for a collection, without downtime
+
+    async def reindex(
+        self,
+        collection: str,
+        embedder: str,
+        *,
+        chunking: Mapping[str, int] | None = None,
+        promote: Literal["auto", "manual"] = "auto",
+        gate: Mapping[str, Any] | None = None,
+        wait: bool = False,
+        on_progress: AsyncProgressCallback | None = None,
+        timeout: float | None = None,
+    ) -> JobAccepted | Job:
+        """Build a new generation of the collection with another embedder (a registry name) while it serves;
+        promoted when built (and gated: {"dataset" | "queries" + "qrels", "mode", "tolerance"}), or waiting for
+        `promote` with promote="manual". The job's `result` has the gate's NDCG@10 figures."""
+        accepted = await self._send(calls.reindex(collection, embedder, chunking, promote, gate))
+        return await self._maybe_wait(accepted, wait, on_progress, timeout)
+
+    async def promote(
+        self,
+        collection: str,
+        *,
+        wait: bool = False,
+        on_progress: AsyncProgressCallback | None = None,
+        timeout: float | None = None,
+    ) -> JobAccepted | Job:
+        """Switch searches to the generation a manual reindex finished; Conflict when none waits."""
+        accepted = await self._send(calls.promote(collection))
+        return await self._maybe_wait(accepted, wait, on_progress, timeout)
+
+    async def rollback(
+        self,
+        collection: str,
+        *,
+        wait: bool = False,
+        on_progress: AsyncProgressCallback | None = None,
+        timeout: float | None = None,
+    ) -> JobAccepted | Job:
+        """Switch searches back to the previous generation (kept until the next reindex); Conflict when none."""
+        accepted = await self._send(calls.rollback(collection))
+        return await self._maybe_wait(accepted, wait, on_progress, timeout)
+
     # Models and aliases
 
     async def list_models(self) -> list[Model]:

@@ -134,6 +134,27 @@ def set_schema(collection: str, fields: Mapping[str, str], strict: bool) -> Call
     return routes.SET_SCHEMA.call(_model(JobAccepted), json=body, name=collection)
 
 
+def reindex(
+    collection: str,
+    embedder: str,
+    chunking: Mapping[str, int] | None,
+    promote: str,
+    gate: Mapping[str, Any] | None,
+) -> Call[JobAccepted]:
+    body = _set(embedder=embedder, chunking=dict(chunking) if chunking else None, promote=promote)
+    if gate is not None:
+        body["gate"] = dict(gate)
+    return routes.REINDEX.call(_model(JobAccepted), json=body, name=collection)
+
+
+def promote(collection: str) -> Call[JobAccepted]:
+    return routes.PROMOTE.call(_model(JobAccepted), json={}, name=collection)
+
+
+def rollback(collection: str) -> Call[JobAccepted]:
+    return routes.ROLLBACK.call(_model(JobAccepted), json={}, name=collection)
+
+
 def _document(doc: DocumentLike) -> dict[str, Any]:
     if isinstance(doc, Document):
         return doc.model_dump(exclude_none=True)

@@ -49,6 +49,7 @@ class Job(_Response):
     created_at: float
     started_at: float | None = None
     finished_at: float | None = None
+    result: dict[str, Any] | None = None  # a reindex's generation and gate figures
 
     @property
     def finished(self) -> bool:
@@ -77,6 +78,7 @@ class Collection(_Response):
     chunking: dict[str, int]
     created_at: float
     shards: int = 1
+    generations: dict[str, Any] | None = None  # current, previous (kept for rollback) and building
 
 
 class CollectionList(_Response):

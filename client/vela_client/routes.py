@@ -70,6 +70,10 @@ SCROLL_DOCUMENTS = Route("GET", "/collections/{name}/documents")
 PATCH_DOCUMENT = Route("PATCH", "/collections/{name}/documents/{doc_id}")
 COUNT = Route("POST", "/collections/{name}/count")
 SET_SCHEMA = Route("PUT", "/collections/{name}/schema")
+# Each starts a job; sent twice, the second reindex is refused (409) and a second switch undoes the first.
+REINDEX = Route("POST", "/collections/{name}/reindex", idempotent=False)
+PROMOTE = Route("POST", "/collections/{name}/promote", idempotent=False)
+ROLLBACK = Route("POST", "/collections/{name}/rollback", idempotent=False)
 # An upsert by document id: sending it twice queues two jobs that leave the same documents.
 INDEX = Route("POST", "/index")
 SEARCH = Route("POST", "/search")
@@ -99,6 +103,9 @@ ROUTES: tuple[Route, ...] = (
     PATCH_DOCUMENT,
     COUNT,
     SET_SCHEMA,
+    REINDEX,
+    PROMOTE,
+    ROLLBACK,
     INDEX,
     SEARCH,
     SEARCH_BATCH,
