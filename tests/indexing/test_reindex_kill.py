@@ -1,0 +1,86 @@
+"""SIGKILL the process that runs a reindex partway: the serving generation keeps answering, the job resumes after
+a restart and completes, and afterwards no orphaned file is left and at most two generations are on disk."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from indexing import generations as gens
+from indexing.chunking import ChunkingParams
+from indexing.collection import CollectionSettings
+from indexing.engine import LOCAL_FANOUT
+from indexing.engine import search as engine_search
+from indexing.ingest import run_job
+from indexing.jobs import JobKind, JobStatus, JobStore
+from indexing.ranking import RankRequest
+from indexing.reindex import clean_all
+from indexing.store import CollectionStore
+from models import EmbedderCache
+from tests.tiny_models import save_tiny_bert
+
+REPO = Path(__file__).resolve().parents[2]
+DOCS = [{"id": f"d{i}", "text": f"tides and the moon, note {i} on topic{i % 5}"} for i in range(120)]
+
+
+def _runner(data: Path, job_id: str, *flags: str) -> subprocess.Popen[str]:
+    cmd = [sys.executable, "-m", "tests.indexing.reindex_runner", str(data), job_id, *flags]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, text=True, env=env)
+
+
+def _hits(store: CollectionStore) -> list[str]:
+    coll = store.get("c")
+    (fused,) = engine_search(coll, LOCAL_FANOUT, None, ["moon topic3"], RankRequest(mode="bm25", k=5))
+    return [coll.passages({pid: 0 for _, _, pid in fused.top})[pid].doc_id for _, _, pid in fused.top]
+
+
+def test_sigkill_partway_then_resume(tmp_path: Path, tiny_embedder_dir: Path) -> None:
+    data = tmp_path / "data"
+    store, jobs, embedders = CollectionStore(data), JobStore(data / "jobs.sqlite3"), EmbedderCache()
+    dim = embedders.get(str(tiny_embedder_dir)).dim
+    store.create(CollectionSettings(name="c", embedder=str(tiny_embedder_dir), dim=dim, chunking=ChunkingParams(32, 8)))
+    job = jobs.create(collection="c", kind=JobKind.UPSERT, payload=DOCS)
+    assert run_job(job_id=job.id, jobs=jobs, collections=store, embedders=embedders) == JobStatus.SUCCEEDED
+    serving = _hits(store)
+    root = data / "collections" / "c"
+    new_model = save_tiny_bert(tmp_path / "two")
+    spec = {"collection": "c", "embedder": str(new_model), "embedder_name": "two"}
+    job = jobs.create(collection="c", kind=JobKind.REINDEX, payload=[spec])
+
+    proc = _runner(data, job.id, "--slow")
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    deadline = time.time() + 60
+    while jobs.get(job.id).done < 40:  # a third of the way
+        assert time.time() < deadline and proc.poll() is None
+        assert _hits(store) == serving  # the serving generation answers all along
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(30)
+    assert jobs.get(job.id).status == JobStatus.RUNNING and jobs.get(job.id).done < len(DOCS)
+    assert gens.read_pointer(root).building == 1 and gens.on_disk(root) == [0, 1]  # the partial generation
+
+    # A restart: a fresh store serves the current generation; start-up cleaning keeps the unfinished reindex's.
+    store = CollectionStore(data)
+    assert _hits(store) == serving and gens.generation_of(store.get("c")) == 0
+    clean_all(store, jobs)
+    assert gens.on_disk(root) == [0, 1]
+    proc = _runner(data, job.id)  # the queue runs the unfinished job again
+    assert proc.wait(120) == 0
+    assert proc.stdout is not None and proc.stdout.read().split()[-1] == "succeeded"
+    done = jobs.get(job.id)
+    assert done.status == JobStatus.SUCCEEDED and done.attempts == 2 and done.result is not None
+    assert done.result["promoted"] and done.done == done.total == len(DOCS)
+
+    store = CollectionStore(data)
+    coll = store.get("c")
+    assert gens.generation_of(coll) == 1 and coll.settings.embedder == str(new_model)
+    assert sorted(coll.docstore.document_ids()) == sorted(d["id"] for d in DOCS)  # each document exactly once
+    assert coll.docstore.counts()[1] == coll.view().n_live
+    clean_all(store, jobs)
+    assert gens.on_disk(root) == [0, 1]  # the new one and the one kept for rollback: two at most
+    assert sorted(p.name for p in (root / "generations").iterdir()) == ["1"]  # no half-built or trashed leftovers
