@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from indexing import stage_clock
 from indexing.bm25 import tokenize
 from indexing.filters import Node
 from indexing.manifest import RETRIES, ManifestError, current_version
@@ -176,19 +177,21 @@ def _search(
     tokens = tokenize(list(queries)) if req.mode in ("bm25", "hybrid") else [[] for _ in queries]
     stats = None
     if req.mode in ("bm25", "hybrid"):
-        terms = {t for q in tokens for t in q}
-        parts = fanout.call(refs, "term_stats", [{"version": v, "terms": terms} for v in versions])
-        mean_idf = _mean_idf(fanout, refs, versions) if coll.bm25_method == "okapi" else 0.0
-        stats = TermStats.merge(parts, mean_idf)
+        with stage_clock.stage("bm25"):  # the corpus-wide counts of the query terms: part of BM25's cost
+            terms = {t for q in tokens for t in q}
+            parts = fanout.call(refs, "term_stats", [{"version": v, "terms": terms} for v in versions])
+            mean_idf = _mean_idf(fanout, refs, versions) if coll.bm25_method == "okapi" else 0.0
+            stats = TermStats.merge(parts, mean_idf)
     qv = qv if req.mode in ("dense", "hybrid") else None
     per_shard = fanout.call(
         refs, "rank", [{"version": v, "qv": qv, "tokens": tokens, "stats": stats, "req": req} for v in versions]
     )
     out = []
-    for qi in range(len(queries)):
-        merged, shard_of = merge_shards([runs[qi] for runs in per_shard], req.n)
-        top, ranks = fuse(merged, req)
-        out.append(Fused(top, ranks, shard_of))
+    with stage_clock.stage("fuse"):  # the shards' runs merged, then the runs fused
+        for qi in range(len(queries)):
+            merged, shard_of = merge_shards([runs[qi] for runs in per_shard], req.n)
+            top, ranks = fuse(merged, req)
+            out.append(Fused(top, ranks, shard_of))
     return out
 
 

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from indexing import stage_clock
 from indexing.filters import Node
 from indexing.fusion import FusionSpec, fuse_runs
 from indexing.postings import TermStats
@@ -104,9 +105,11 @@ def rank_shard(
     runs: dict[str, list[Ranked]] = {}
     if qv is not None:
         small, factor = req.dim != "full", RESCORE_FACTOR if req.rescore else 0
-        runs["dense"] = widening(lambda f: view.dense(qv, f, small, factor, scope), scope.n, req.n, key_of)
+        with stage_clock.stage("dense"):
+            runs["dense"] = widening(lambda f: view.dense(qv, f, small, factor, scope), scope.n, req.n, key_of)
     if req.mode in ("bm25", "hybrid") and stats is not None:
-        runs["bm25"] = _bm25_units(view, tokens, stats, scope, req.n, key_of)
+        with stage_clock.stage("bm25"):
+            runs["bm25"] = _bm25_units(view, tokens, stats, scope, req.n, key_of)
     return [{name: r[qi] for name, r in runs.items()} for qi in range(len(tokens))]
 
 

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from indexing import stage_clock
 from indexing.collection import Collection
 from indexing.engine import LOCAL_FANOUT, Fanout
 from indexing.engine import search as engine_search
@@ -106,8 +107,10 @@ def search_batch(
         filter=filter,
         fusion=fusion_in_force(fusion, collection.settings.fusion, weights_given=weights is not None),
     )
-    with timing.stage("engine"):
+    with timing.stage("engine"), stage_clock.collect() as engine_stages:
         fused = engine_search(collection, fanout, qv, queries, req, versions=versions)
+    for name, seconds in engine_stages.items():  # dense, bm25, fuse: parts of `engine`
+        timing.record(name, seconds)
     wanted = {pid: f.shard_of[pid] for f in fused for _, _, pid in f.top}
     with timing.stage("hydrate"):
         passages = collection.passages(wanted)

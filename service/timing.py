@@ -6,7 +6,10 @@ callers run with a copy of the request's context, which holds the same object). 
 
     queue      waiting for the query encoder (micro-batching: another pass running, or the batch window)
     encode     the encoder's forward pass that held this request's queries
-    engine     the engine call: dense, BM25 and fusion over every shard (indexing.engine.search)
+    engine     the engine call: dense, BM25 and fusion over every shard (indexing.engine.search), split into
+    dense      ... nearest-neighbour retrieval (FAISS) with the exact rescoring of its candidates
+    bm25       ... the corpus-wide term counts and BM25 scoring
+    fuse       ... merging the shards' runs and fusing the runs (engine minus these three: the fan-out itself)
     hydrate    reading the hits' passages and documents from the doc store
     rerank     the cross-encoder, when the request asks for it
     serialize  building and serialising the response, and the hand-off back to the event loop
