@@ -84,6 +84,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_fusion_arguments(fusion)
     fusion.set_defaults(func=_fusion)
 
+    reindex = sub.add_parser(
+        "reindex", help="re-embed a collection with another embedder as a new generation, while it serves"
+    )
+    _add_reindex_arguments(reindex)
+    reindex.set_defaults(func=_reindex)
+
     onnx = sub.add_parser(
         "export-onnx", help="export an embedder to ONNX (int8 by default) as a new embedder directory"
     )
@@ -132,6 +138,7 @@ BENCHES: dict[str, tuple[str, str]] = {
     "filters": ("bench.filters", "filtered search: recall@10 vs brute force and p50 vs unfiltered, flat and HNSW"),
     "gpu": ("bench.gpu", "CUDA only: encode texts/s, search q/s at batch 1 and 64, training steps/s"),
     "fusion": ("bench.fusion", "fusion chosen without labels vs dense, BM25, RRF and every candidate: NDCG@10"),
+    "reindex": ("bench.reindex", "reindex SciFact to another embedder under search and write load: errors, p99"),
 }
 
 
@@ -189,6 +196,18 @@ def _ingest(args: argparse.Namespace) -> int:
     from cli.ingest import main as ingest_main
 
     return ingest_main(args)
+
+
+def _add_reindex_arguments(parser: argparse.ArgumentParser) -> None:
+    from cli.reindex import add_arguments
+
+    add_arguments(parser)
+
+
+def _reindex(args: argparse.Namespace) -> int:
+    from cli.reindex import main as reindex_main
+
+    return reindex_main(args)
 
 
 def _eval(args: argparse.Namespace) -> int:

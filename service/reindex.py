@@ -28,34 +28,44 @@ def _busy(state: AppState, pointer: gens.Pointer) -> str | None:
     return None
 
 
-def submit_reindex(*, state: AppState, collection: str, embedder: str, options: dict[str, Any]) -> Job:
-    """Check the embedder name (UnknownModelName before anything else is looked at), the gate's dataset name
-    (UnknownDataset) and that no reindex of the collection is under way (CollectionConflict), then queue it."""
+def reindex_spec(*, state: AppState, collection: str, embedder: str, options: dict[str, Any]) -> dict[str, Any]:
+    """What a reindex job runs, checked: the embedder name (UnknownModelName before anything else is looked at),
+    the gate's dataset name (UnknownDataset), and that no reindex of the collection is under way
+    (CollectionConflict)."""
     model = request_model(settings=state.settings, name=embedder, kind="embedder", field="embedder")
     resolved = str(state.embedders.resolve(model))
     coll = state.collections.get(collection)
     gate = options.get("gate")
     if gate and gate.get("dataset"):
         dataset_dir(state.settings.data_dir.expanduser().resolve(), gate["dataset"], gate.get("split", "test"))
-    root = state.collections.root / coll.name
-    running = _busy(state, gens.read_pointer(root))
+    running = _busy(state, gens.read_pointer(state.collections.root / coll.name))
     if running:
         raise CollectionConflict(f"collection {coll.name!r} is being reindexed by job {running}: wait or cancel it")
-    spec = {**options, "collection": coll.name, "embedder": resolved, "embedder_name": embedder}
-    job = state.jobs.create(collection=coll.name, kind=JobKind.REINDEX, payload=[spec])
+    return {**options, "collection": coll.name, "embedder": resolved, "embedder_name": embedder}
+
+
+def submit_reindex(*, state: AppState, collection: str, embedder: str, options: dict[str, Any]) -> Job:
+    """Check the request (reindex_spec), record the job, queue it."""
+    spec = reindex_spec(state=state, collection=collection, embedder=embedder, options=options)
+    job = state.jobs.create(collection=spec["collection"], kind=JobKind.REINDEX, payload=[spec])
     state.queue.submit(job.id)
     return job
 
 
-def submit_switch(*, state: AppState, collection: str, kind: JobKind) -> Job:
-    """Queue a promote (of the finished generation waiting for it) or a rollback (to the kept one)."""
+def switch_spec(*, state: AppState, collection: str, kind: JobKind) -> dict[str, Any]:
+    """A promote (of the finished generation waiting for it) or a rollback (to the kept one), checked."""
     coll = state.collections.get(collection)
     pointer = gens.read_pointer(state.collections.root / coll.name)
     if kind == JobKind.PROMOTE and (pointer.building is None or not pointer.ready):
         raise NothingToSwitch(f"collection {coll.name!r} has no finished generation waiting for promotion")
     if kind == JobKind.ROLLBACK and pointer.previous is None:
         raise NothingToSwitch(f"collection {coll.name!r} keeps no previous generation to roll back to")
-    job = state.jobs.create(collection=coll.name, kind=kind, payload=[{"collection": coll.name}])
+    return {"collection": coll.name}
+
+
+def submit_switch(*, state: AppState, collection: str, kind: JobKind) -> Job:
+    spec = switch_spec(state=state, collection=collection, kind=kind)
+    job = state.jobs.create(collection=spec["collection"], kind=kind, payload=[spec])
     state.queue.submit(job.id)
     return job
 
@@ -64,4 +74,12 @@ def generation_info(*, state: AppState, collection: str) -> dict[str, Any]:
     return gens.describe(state.collections.root / collection)
 
 
-__all__ = ["NothingToSwitch", "UnknownDataset", "generation_info", "submit_reindex", "submit_switch"]
+__all__ = [
+    "NothingToSwitch",
+    "UnknownDataset",
+    "generation_info",
+    "reindex_spec",
+    "submit_reindex",
+    "submit_switch",
+    "switch_spec",
+]

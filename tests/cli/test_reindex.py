@@ -1,0 +1,66 @@
+"""`vela reindex`: a new generation from the command line, recorded as a job; promote, rollback, gate, errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cli.main import main
+from indexing import generations as gens
+from indexing.store import CollectionStore
+from models.registry import ModelRegistry
+from tests.tiny_models import save_tiny_bert
+
+
+def _out(capsys: pytest.CaptureFixture[str]) -> dict:  # type: ignore[type-arg]
+    return dict(json.loads(capsys.readouterr().out.strip().splitlines()[-1]))
+
+
+def test_reindex_promote_rollback_and_gate(
+    tmp_path: Path, tiny_embedder_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    vela = tmp_path / "vela"
+    registry = ModelRegistry(vela / "models")
+    registry.register("tiny2", save_tiny_bert(tmp_path / "tiny2"))
+    docs = [{"id": f"d{i}", "text": f"tides and the moon {i} topic{i % 3}"} for i in range(30)]
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text("\n".join(json.dumps(d) for d in docs))
+    ingest = ["ingest", "--data", str(corpus), "--data-dir", str(vela), "--embedder", str(tiny_embedder_dir)]
+    assert main([*ingest, "--collection", "c"]) == 0
+    capsys.readouterr()
+    base = ["reindex", "c", "--data-dir", str(vela)]
+
+    assert main([*base, "--embedder", "tiny2"]) == 0
+    out = _out(capsys)
+    assert out["status"] == "succeeded" and out["result"]["promoted"] and out["result"]["embedder"] == "tiny2"
+    root = vela / "collections" / "c"
+    assert gens.generation_of(CollectionStore(vela).get("c")) == 1
+    assert main([*base, "--rollback"]) == 0
+    assert gens.generation_of(CollectionStore(vela).get("c")) == 0
+    capsys.readouterr()
+
+    assert main([*base, "--promote-ready"]) == 2  # nothing waits
+    assert "no finished generation" in capsys.readouterr().err
+    assert main([*base, "--embedder", "../tiny2"]) == 2
+    assert "no registered model of that name" in capsys.readouterr().err
+    assert main([*base, "--embedder", "tiny2", "--gate", "missing"]) == 2
+
+    # Manual: built, then promoted on its own command.
+    assert main([*base, "--embedder", "tiny2", "--promote", "manual"]) == 0
+    assert _out(capsys)["result"]["promoted"] is False
+    assert gens.read_pointer(root).ready
+    assert main([*base, "--promote-ready"]) == 0
+    assert gens.generation_of(CollectionStore(vela).get("c")) == gens.read_pointer(root).current != 0
+    capsys.readouterr()
+
+    # A registered judged set: bm25 reads the same texts in both generations, so the gate passes with equal figures.
+    folder = vela / "datasets" / "judged"
+    (folder / "qrels").mkdir(parents=True)
+    (folder / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "moon topic1"}))
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    assert main([*base, "--embedder", "tiny2", "--gate", "judged", "--gate-mode", "bm25"]) == 0
+    gate = _out(capsys)["result"]["gate"]
+    assert gate["passed"] and gate["old"] == gate["new"] > 0
+    assert len(gens.on_disk(root)) == 2
