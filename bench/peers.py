@@ -137,16 +137,19 @@ class Vela:
 
     def __init__(self, coll: Any, corpus: Corpus, qvecs: np.ndarray) -> None:
         from indexing.engine import LOCAL_FANOUT
-        from indexing.fusion import fusion_in_force
+        from indexing.fusion import FusionSpec, fusion_in_force
         from indexing.ranking import RankRequest
 
         coll.refresh(LOCAL_FANOUT)
         self.coll, self.fanout, self.corpus, self.qvecs = coll, LOCAL_FANOUT, corpus, qvecs
         fusion = fusion_in_force(None, coll.settings.fusion)
         self.requests = {m: RankRequest(mode=m, k=K, fusion=fusion) for m in MODES}  # type: ignore[arg-type]
+        # Plain RRF (k 60), LanceDB's fusion: what the collection's chosen fusion adds, apart from speed.
+        self.requests["hybrid-rrf"] = RankRequest(mode="hybrid", k=K, fusion=FusionSpec())
         self.fusion = fusion.label
 
     def searcher(self, mode: str) -> Search:
+        """`mode`: dense, bm25, hybrid (the collection's fusion) or hybrid-rrf."""
         from indexing.engine import search
 
         req, coll, fanout = self.requests[mode], self.coll, self.fanout
@@ -226,8 +229,9 @@ class Chroma:
 
     def __init__(self, corpus: Corpus, qvecs: np.ndarray, limit: int) -> None:
         import chromadb
+        from chromadb.config import Settings
 
-        client = chromadb.EphemeralClient()
+        client = chromadb.EphemeralClient(Settings(anonymized_telemetry=False))
         self.coll = client.create_collection("peers", metadata={"hnsw:space": "cosine"}, embedding_function=None)
         ids = [str(p) for p in corpus.pids.tolist()]
         for s in range(0, len(ids), 4096):
@@ -283,8 +287,11 @@ def stats(latencies: list[float]) -> dict[str, float]:
     }
 
 
+LOADS: list[dict[str, Any]] = []  # the load average after each measured mode, as the run went
+
+
 def measure(
-    systems_by_mode: dict[str, dict[str, Search]], corpus: Corpus, rounds: int
+    systems_by_mode: dict[str, dict[str, Search]], corpus: Corpus, rounds: int, phase: str
 ) -> dict[str, dict[str, dict[str, Any]]]:
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for mode, systems in systems_by_mode.items():
@@ -293,7 +300,8 @@ def measure(
         for name in systems:
             runs = dict(zip(corpus.qids, answers[name], strict=True))
             out[mode][name] = {**stats(times[name]), "ndcg@10": ndcg10(corpus.qrels, runs)}
-        print(json.dumps({"mode": mode, **out[mode], "load": os.getloadavg()}), flush=True)
+        LOADS.append({"phase": phase, "mode": mode, "loadavg": [round(x, 2) for x in os.getloadavg()]})
+        print(json.dumps({"phase": phase, "mode": mode, **out[mode], "load": LOADS[-1]["loadavg"]}), flush=True)
     return out
 
 
@@ -330,7 +338,7 @@ def end_to_end(
                 return first_docs(out.column("doc").to_pylist())
 
             by_mode[mode] = {"vela_http": vela, "lancedb_inprocess": lancedb}
-        out = measure(by_mode, corpus, rounds)
+        out = measure(by_mode, corpus, rounds, "end_to_end")
     for mode in MODES:
         seen = stages[mode]
         names = sorted({k for st in seen for k in st})
@@ -364,6 +372,28 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+def revision() -> dict[str, Any]:
+    """The commit measured, and the files of the search path (indexing, service, models) changed since it."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True)
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "indexing", "service", "models"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return {}
+    return {"commit": head.stdout.strip(), "uncommitted": [line[3:] for line in dirty.stdout.splitlines()]}
+
+
+def exact_command() -> str:
+    """`command()`, with the PYTHONPATH it ran under (how Chroma is made importable outside the extra)."""
+    path = os.environ.get("PYTHONPATH")
+    return f"PYTHONPATH={path} {command()}" if path else command()
+
+
 def ratio(slow: float, fast: float) -> float:
     return round(slow / fast, 2) if fast > 0 else float("inf")
 
@@ -374,7 +404,7 @@ def summary(engine: dict[str, Any], e2e: dict[str, Any] | None) -> dict[str, Any
     for mode, systems in engine.items():
         v = systems["vela"]
         for name, s in systems.items():
-            if name != "vela":
+            if not name.startswith("vela"):
                 out["engine_p50_speedup"][f"{mode}:{name}"] = ratio(s["p50_ms"], v["p50_ms"])
                 out["engine_p99_speedup"][f"{mode}:{name}"] = ratio(s["p99_ms"], v["p99_ms"])
     hy = engine.get("hybrid", {})
@@ -454,7 +484,8 @@ def main(argv: list[str] | None = None) -> None:
             m: {"vela": vela.searcher(m), **{p: s.searcher(m) for p, s in built.items() if m in PEER_MODES[p]}}
             for m in MODES
         }
-        engine = measure(by_mode, corpus, args.rounds)
+        by_mode["hybrid"]["vela_rrf"] = vela.searcher("hybrid-rrf")
+        engine = measure(by_mode, corpus, args.rounds, "engine")
         e2e = None
         if not args.no_e2e and "lancedb" in built:
             e2e = end_to_end(data_dir, name, corpus, built["lancedb"], encoder, args.rounds)
@@ -484,7 +515,9 @@ def main(argv: list[str] | None = None) -> None:
         "machine": machine(),
         "loadavg_start": [round(x, 2) for x in load_start],
         "loadavg_end": [round(x, 2) for x in os.getloadavg()],
-        "command": command(),
+        "loadavg_by_phase": LOADS,
+        "vela_revision": revision(),
+        "command": exact_command(),
     }
     write_result(args.out, result)
 
