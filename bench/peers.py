@@ -5,25 +5,32 @@ Every system gets the same passages, the same passage vectors and the same query
   the fusion chosen after ingest) into a collection kept under .vela-bench/; the passages are then read back
   from that collection (title + passage text, as Vela's BM25 and encoder see them) with their stored vectors;
 - query vectors: the collection's query encoder as the server loads it (for the packaged MiniLM, ONNX Runtime
-  int8 unless VELA_ENCODER says otherwise), every test query encoded once before anything is timed.
+  int8 unless VELA_ENCODER says otherwise), each test query encoded alone (as the server encodes a lone
+  request) once, before anything is timed.
 
 Peers, each built in this process from those passages and vectors (`pip install .[peers]`, `make install-peers`):
 - LanceDB: a table (pid, doc, text, vector) with its native full-text index on text; dense = flat (exhaustive)
   cosine search, bm25 = its FTS, hybrid = FTS + vector fused by its RRFReranker;
 - Qdrant local mode (qdrant-client, in memory): dense, cosine;
-- Chroma (in memory, when chromadb is importable: it is not in the extra): dense, cosine.
+- Chroma (in memory, HNSW, cosine): dense; measured when chromadb is importable. It is not in the extra: its
+  uvicorn[standard] dependency installs uvloop, which `vela serve` would then run on, so it is best put on
+  PYTHONPATH from a directory of its own (pip install --target DIR --no-deps chromadb and its dependencies
+  other than uvicorn's extras); the JSON's command then carries that PYTHONPATH.
 Peers return passages; each asks for `--peer-limit` passages (about two passages per SciFact document) and its
 first 10 distinct documents are its answer. Vela returns documents (its best passage each) itself.
 
 Engine only, per mode: Vela's engine call (indexing.engine.search, one query per call, the request the service
-builds: k 10, grouped by document, the collection's fusion) against each peer's search call, with the
-pre-encoded query vector. For every query the systems take turns (the order rotates from query to query) and
-the whole pass runs `--rounds` times, so load from other processes falls on all alike. NDCG@10 (ir-measures)
-of every system and mode, from the qrels of the split.
+builds: k 10, grouped by document, the collection's fusion; in hybrid also with plain RRF, `vela_rrf`) against
+each peer's search call, with the pre-encoded query vector. For every query the systems take turns (the order
+rotates from query to query) and the whole pass runs `--rounds` times, so load from other processes falls on
+all alike. NDCG@10 (ir-measures) of every system and mode, from the qrels of the split.
 
 End to end, per mode, with the same encoder: Vela through HTTP (a `vela serve` subprocess on loopback over the
 collection, POST /search, one request at a time) against LanceDB in this process (encode the query with the same
-encoder, then search, returning document id and text as Vela's response does), interleaved the same way.
+encoder, then search, returning document id and text as Vela's response does), interleaved the same way; for
+Vela also the p50 of each Server-Timing stage, and of the time outside the server (HTTP client and loopback).
+The JSON records the peers' versions, the CPU, the load average at start, after each phase and at the end, and
+the commit measured with the search-path files changed since.
 
     vela bench peers --out bench/results/peers.json [--rounds 3] [--peer-limit 20] [--peers lancedb,qdrant,chroma]
 """
