@@ -1,0 +1,256 @@
+"""`vela adapt COLLECTION --out NAME [--max_minutes M]`: adapt a collection's embedder to its own documents.
+
+No labels: pseudo-queries are sentences cut out of the collection's passages (the Inverse Cloze Task of the
+fusion chooser, indexing/fusion_choice.py), each paired with its passage without that sentence. The teacher is
+the collection's own hybrid ranker: every pseudo-query is searched with dense and BM25 through the engine, and
+the z-scored combination of both lists filters the pseudo-queries, mines negatives and gives margin-MSE its
+margins (training/adapt/dataset.py). The student, the collection's embedder, trains for what is left of the
+time budget (training/adapt/trainer.py); the result is registered by name in the model registry with its
+training record, so `GET /models` lists it and a collection can be reindexed with it.
+
+This module is the orchestration that needs the engine; training/ reads only the plain data it is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+log = logging.getLogger("vela.adapt")
+SEARCH_CHUNK = 256  # pseudo-queries per engine search call
+SAVE_RESERVE_S = 20.0  # of the budget, kept for saving and registering the model
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """COLLECTION, --out, --data-dir, and every field of AdaptArguments as a flag of the same name."""
+    from training.adapt.arguments import AdaptArguments
+
+    parser.add_argument("collection", help="the collection whose documents and embedder are adapted")
+    parser.add_argument("--out", required=True, help="registry name of the adapted embedder")
+    parser.add_argument("--data-dir", default=None, help="data directory (default VELA_DATA_DIR or ./.vela)")
+    for f in dataclasses.fields(AdaptArguments):
+        default = _default(f)
+        help_ = f.metadata.get("help", "") + f" (default {default})"
+        if isinstance(default, bool):
+            parser.add_argument(f"--{f.name}", type=_bool, default=default, help=help_)
+        elif isinstance(default, list):
+            parser.add_argument(f"--{f.name}", type=float, nargs="*", default=default, help=help_)
+        else:
+            parser.add_argument(f"--{f.name}", type=type(default), default=default, help=help_)
+
+
+def _default(f: dataclasses.Field[Any]) -> Any:
+    return f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc,operator]
+
+
+def _bool(s: str) -> bool:
+    return s.strip().lower() in ("1", "true", "yes", "on")
+
+
+def main(args: argparse.Namespace) -> int:
+    from training.adapt.arguments import AdaptArguments
+
+    if args.data_dir:
+        os.environ["VELA_DATA_DIR"] = str(Path(args.data_dir))
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    try:
+        aargs = AdaptArguments(**{f.name: getattr(args, f.name) for f in dataclasses.fields(AdaptArguments)})
+    except ValueError as e:
+        return _fail(str(e))
+    why = _check_name(args.out)
+    if why:
+        return _fail(why)
+    command = _command(args, aargs)
+    try:
+        entry = adapt(args.collection, args.out, aargs, command=command)
+    except LookupError as e:
+        return _fail(str(e))
+    print(json.dumps(entry))
+    return 0
+
+
+def _command(args: argparse.Namespace, aargs: Any) -> str:
+    """The command that re-runs this adaptation: the collection, the name, and every flag off its default."""
+    from training.adapt.arguments import AdaptArguments
+
+    words = ["vela", "adapt", args.collection, "--out", args.out]
+    if args.data_dir:
+        words += ["--data-dir", args.data_dir]
+    for f in dataclasses.fields(AdaptArguments):
+        value = getattr(aargs, f.name)
+        default = _default(f)
+        if value != default:
+            words += [
+                f"--{f.name}",
+                *(
+                    map(str, value)
+                    if isinstance(value, list)
+                    else [str(value).lower() if isinstance(value, bool) else str(value)]
+                ),
+            ]
+    return " ".join(shlex.quote(w) for w in words)
+
+
+def _fail(message: str) -> int:
+    print(f"vela adapt: {message}", file=sys.stderr)
+    return 2
+
+
+def _check_name(name: str) -> str | None:
+    from cli.models import models_dir
+    from models.registry import BUILTIN_NAMES, is_model_name
+
+    if not is_model_name(name) or name in BUILTIN_NAMES:
+        return f"--out: {name!r} is not a name a model can take (1-64 letters, digits, '-', '_', '.')"
+    if os.path.lexists(models_dir() / name):
+        return f"--out: a model named {name!r} is registered already"
+    return None
+
+
+def adapt(collection: str, name: str, aargs: Any, *, command: str) -> dict[str, Any]:
+    """Pseudo-queries, pseudo-labels, training, registration; the registry entry (public fields)."""
+    from cli.models import models_dir
+    from indexing.collection import CollectionNotFound
+    from models.registry import ModelRegistry
+    from service.settings import Settings
+    from service.state import build_state
+    from training.adapt.dataset import label, unlabelled
+    from training.adapt.trainer import train, write_record
+
+    t0 = time.monotonic()
+    settings = Settings()
+    state = build_state(settings)
+    try:
+        coll = state.collections.get(collection)
+    except CollectionNotFound as e:
+        raise LookupError(f"no collection named {collection!r}") from e
+    embedder = state.embedders.get(coll.settings.embedder)
+    fanout = state.collections.fanout
+    pqs = pseudo_queries(coll, aargs)
+    if aargs.teacher == "hybrid":
+        examples, teacher = label(
+            candidates(coll, embedder, fanout, pqs, aargs.depth),
+            alpha=aargs.fusion_alpha,
+            depth=aargs.depth,
+            skip_top=aargs.skip_top,
+            consistency_top_k=aargs.consistency_top_k,
+        )
+    else:  # the ablation: the same pseudo-queries, their sources as positives, nothing from a teacher
+        examples = unlabelled([_bare(p) for p in pqs])
+        teacher = {"pseudo_queries": len(pqs), "kept": len(examples)}
+    if not examples:
+        raise LookupError(f"collection {collection!r} gave no usable pseudo-queries (too few sentences?)")
+    prep_s = time.monotonic() - t0
+    minutes = (aargs.max_minutes * 60.0 - prep_s - SAVE_RESERVE_S) / 60.0
+    log.info("pseudo-labels in %.0f s; %.1f minutes left to train", prep_s, minutes)
+    work = settings.data_dir / "adapt" / name  # checkpoints stay here; the registry copies the model only
+    record = train(examples, aargs, model=str(coll.settings.embedder), out=work, minutes=minutes)
+    record = {
+        "command": command,
+        "recipe": "adapt",
+        "collection": collection,
+        "base_model": str(coll.settings.embedder),
+        "recipe_args": dataclasses.asdict(aargs),
+        "teacher": teacher,
+        "pseudo_label_seconds": round(prep_s, 1),
+        **record,
+        "total_seconds": round(time.monotonic() - t0, 1),
+        "finished_at": time.time(),
+    }
+    write_record(work, record)
+    entry = ModelRegistry(models_dir()).register(name, work)
+    return {
+        "registered": entry.name,
+        "kind": entry.kind,
+        "dims": entry.dims,
+        "work_dir": str(work),
+        **{k: record[k] for k in ("steps", "examples", "train_seconds", "total_seconds", "teacher")},
+    }
+
+
+def pseudo_queries(coll: Any, aargs: Any) -> list[Any]:
+    """ICT pseudo-queries, `queries_per_doc` rounds of the fusion chooser's sampler (a new seed each round:
+    another sentence of another passage), duplicates dropped, at most max_queries."""
+    from indexing.fusion_choice import ChoiceParams, documents_of, sample_pseudo_queries
+
+    docs = documents_of(coll)
+    per_round = docs if not aargs.max_queries else min(docs, -(-aargs.max_queries // aargs.queries_per_doc))
+    seen: dict[tuple[str, str], Any] = {}
+    for r in range(aargs.queries_per_doc):
+        for p in sample_pseudo_queries(coll, ChoiceParams(samples=per_round, seed=aargs.seed + r)):
+            seen.setdefault((p.doc_id, p.query), p)
+    out = list(seen.values())
+    log.info("%d pseudo-queries from %d documents", len(out), docs)
+    return out[: aargs.max_queries] if aargs.max_queries else out
+
+
+def _bare(p: Any) -> Any:
+    from training.adapt.dataset import Candidates
+
+    return Candidates(p.query, p.rest, p.doc_id)
+
+
+def candidates(coll: Any, embedder: Any, fanout: Any, pqs: list[Any], depth: int) -> list[Any]:
+    """The teacher's view of each pseudo-query: its source (the cut passage, scored as an indexed passage
+    would be: cosine of its vector, BM25 with the collection's statistics) and the top `depth` documents of
+    the dense and the BM25 list (the source document left out), with both scores where each list has them."""
+    from indexing.dense import exact_scores
+    from indexing.engine import search as engine_search
+    from indexing.fusion_choice import _bm25_of_rest
+    from indexing.ranking import RankRequest
+    from training.adapt.dataset import Candidates
+    from velaio.text import passage_text
+
+    versions = coll.published_versions()
+    context = coll.query_context(fanout)
+    out: list[Candidates] = []
+    for start in range(0, len(pqs), SEARCH_CHUNK):
+        part = pqs[start : start + SEARCH_CHUNK]
+        queries = [p.query for p in part]
+        qv = embedder.encode_queries(queries, context=context)  # (n, d)
+        dv = embedder.encode_documents([p.rest for p in part], context=context)  # (n, d)
+        dense_pos = exact_scores(dv[:, None, :], qv)[:, 0]  # (n,)
+        bm25_pos = _bm25_of_rest(coll, fanout, versions, part)  # (n,)
+        found = {}
+        for mode in ("dense", "bm25"):
+            req = RankRequest(mode=mode, k=depth + 1, depth=depth)  # type: ignore[arg-type]
+            found[mode] = engine_search(coll, fanout, qv if mode == "dense" else None, queries, req, versions=versions)
+        wanted: dict[int, int] = {}
+        for mode in found:
+            for f in found[mode]:
+                wanted.update({pid: f.shard_of[pid] for _, _, pid in f.top})
+        hits = coll.passages(wanted)
+        for i, p in enumerate(part):
+            scores: dict[str, dict[Any, float]] = {"dense": {}, "bm25": {}}
+            text_of: dict[Any, tuple[str, str]] = {}
+            for mode in ("dense", "bm25"):
+                for key, score, pid in found[mode][i].top:
+                    if pid in p.pids or pid not in hits:
+                        continue
+                    scores[mode][key] = float(score)
+                    h = hits[pid]
+                    text_of.setdefault(key, (h.doc_id, passage_text(h.title, h.text)))
+            keys = list(text_of)[: 2 * depth]
+            out.append(
+                Candidates(
+                    p.query,
+                    p.rest,
+                    p.doc_id,
+                    [text_of[k][1] for k in keys],
+                    [text_of[k][0] for k in keys],
+                    np.array([dense_pos[i], *(scores["dense"].get(k, np.nan) for k in keys)]),
+                    np.array([bm25_pos[i], *(scores["bm25"].get(k, np.nan) for k in keys)]),
+                )
+            )
+        log.info("teacher: %d of %d pseudo-queries searched", len(out), len(pqs))
+    return out

@@ -1,0 +1,55 @@
+"""Arguments of `vela adapt`: label-free domain adaptation of an embedder on a collection's own documents.
+
+Defaults are the recipe measured in bench/results/adapt-*.json (docs/adapt.md says why each was chosen).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+TEACHERS = ("hybrid", "none")
+
+
+@dataclass
+class AdaptArguments:
+    max_minutes: float = field(
+        default=25.0, metadata={"help": "wall-clock budget of the whole run: pseudo-labels, then training"}
+    )
+    queries_per_doc: int = field(default=2, metadata={"help": "pseudo-queries cut from each document (ICT rounds)"})
+    max_queries: int = field(default=12000, metadata={"help": "most pseudo-queries in all (0: no cap)"})
+    teacher: str = field(
+        default="hybrid",
+        metadata={"help": "hybrid: the collection's own BM25 + dense ranker scores, filters and mines; none: ablation"},
+    )
+    fusion_alpha: float = field(default=0.5, metadata={"help": "teacher: dense share of the z-score combination"})
+    depth: int = field(default=50, metadata={"help": "teacher: candidates per list the negatives are mined from"})
+    negatives: int = field(default=1, metadata={"help": "mined negatives per pseudo-query (sampled each epoch)"})
+    skip_top: int = field(default=2, metadata={"help": "teacher ranks skipped when mining (likely false negatives)"})
+    consistency_top_k: int = field(
+        default=20, metadata={"help": "keep a pseudo-query only if its source is in the teacher's top k (0: off)"}
+    )
+    margin_mse_weight: float = field(default=1.0, metadata={"help": "weight of margin-MSE beside InfoNCE (0: off)"})
+    infonce_weight: float = field(default=1.0, metadata={"help": "weight of InfoNCE (in-batch + mined negatives)"})
+    student_scale: float = field(default=20.0, metadata={"help": "margin-MSE: student cosine margin scale"})
+    temperature: float = field(default=0.05, metadata={"help": "InfoNCE temperature"})
+    batch_size: int = field(default=32)
+    learning_rate: float = field(default=2e-5)
+    warmup_steps: int = field(default=20)
+    query_max_length: int = field(default=64)
+    doc_max_length: int = field(default=192)
+    bf16: bool = field(default=True, metadata={"help": "CPU autocast in bf16 (about 3x faster here)"})
+    checkpoint_minutes: list[float] = field(
+        default_factory=list, metadata={"help": "also save the model after these minutes of training (for plots)"}
+    )
+    seed: int = field(default=0)
+    logging_steps: int = field(default=10)
+
+    def __post_init__(self) -> None:
+        if self.teacher not in TEACHERS:
+            raise ValueError(f"teacher must be one of {TEACHERS}, got {self.teacher!r}")
+        if self.max_minutes <= 0:
+            raise ValueError("max_minutes must be > 0")
+        if self.batch_size < 2 or self.queries_per_doc < 1 or self.negatives < 0:
+            raise ValueError("batch_size >= 2, queries_per_doc >= 1 and negatives >= 0 are needed")
+        if not 0.0 <= self.fusion_alpha <= 1.0:
+            raise ValueError("fusion_alpha must be within [0, 1]")
