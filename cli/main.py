@@ -84,6 +84,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_fusion_arguments(fusion)
     fusion.set_defaults(func=_fusion)
 
+    adapt = sub.add_parser(
+        "adapt",
+        help="adapt a collection's embedder to its documents, no labels: vela adapt COLLECTION --out NAME",
+    )
+    _add_adapt_arguments(adapt)
+    adapt.set_defaults(func=_adapt)
+
     reindex = sub.add_parser(
         "reindex", help="re-embed a collection with another embedder as a new generation, while it serves"
     )
@@ -139,6 +146,7 @@ BENCHES: dict[str, tuple[str, str]] = {
     "gpu": ("bench.gpu", "CUDA only: encode texts/s, search q/s at batch 1 and 64, training steps/s"),
     "fusion": ("bench.fusion", "fusion chosen without labels vs dense, BM25, RRF and every candidate: NDCG@10"),
     "reindex": ("bench.reindex", "reindex SciFact to another embedder under search and write load: errors, p99"),
+    "adapt": ("bench.adapt", "vela adapt on SciFact and Cranfield vs untrained, Revela and no teacher: NDCG@10"),
 }
 
 
@@ -226,6 +234,18 @@ def _fusion(args: argparse.Namespace) -> int:
     from cli.fusion import main as fusion_main
 
     return fusion_main(args)
+
+
+def _add_adapt_arguments(parser: argparse.ArgumentParser) -> None:
+    from cli.adapt import add_arguments  # its flags come from training.adapt.arguments (no torch)
+
+    add_arguments(parser)
+
+
+def _adapt(args: argparse.Namespace) -> int:
+    from cli.adapt import main as adapt_main
+
+    return adapt_main(args)
 
 
 def _export_onnx(args: argparse.Namespace) -> int:
