@@ -81,7 +81,9 @@ def widening(fetch_lists: Callable[[int], Lists], total: int, n: int, key_of: An
     """Fetch enough passages that n distinct units come out: widen when documents repeat, and when the last
     unit kept ties the last passage fetched (up to TIE_WIDEN times the first fetch): which of tied passages
     an index returns at its cut is arbitrary, and the ones left out may come first by id."""
-    first = fetch = min(total, n * 3 if key_of is not None else n)
+    # Passages: one more than n, so that a cut with no tie is seen at once (fetching exactly n, the last unit
+    # kept is always the last passage fetched, and would always widen).
+    first = fetch = min(total, n * 3 if key_of is not None else n + 1)
     while True:
         lists = fetch_lists(fetch)
         ranked = group(lists, key_of, n)

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from indexing import shard_view
 from indexing.collection import Collection, CollectionSettings
 from indexing.dense import DenseIndexParams
 from indexing.docstore import StoredDocument
@@ -114,8 +115,14 @@ def _brute(coll: Collection, node: Any, qv: np.ndarray) -> list[tuple[str, float
     return [(d, s) for d, (s, _) in order]
 
 
-@pytest.mark.parametrize(("shards", "kind"), [(1, "flat"), (3, "flat"), (1, "hnsw")])
-def test_filtered_search_is_brute_force_over_the_passing_passages(tmp_path: Path, shards: int, kind: str) -> None:
+@pytest.mark.parametrize(
+    ("shards", "kind", "scan_share"), [(1, "flat", None), (3, "flat", None), (1, "hnsw", None), (1, "hnsw", 1.1)]
+)
+def test_filtered_search_is_brute_force_over_the_passing_passages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shards: int, kind: str, scan_share: float | None
+) -> None:
+    if scan_share is not None:  # every filtered HNSW search takes the planner's exact scan of the passing rows
+        monkeypatch.setattr(shard_view, "EXACT_SCAN_SHARE", scan_share)
     coll = _build(tmp_path, shards, kind)
     fanout = LocalFanout()
     schema = Schema.from_json(SCHEMA)

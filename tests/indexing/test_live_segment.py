@@ -58,3 +58,24 @@ def test_block_postings_score_like_the_segments(tmp_path: Path) -> None:
             b_rows, b_scores = block.score(query, stats, params)
             np.testing.assert_array_equal(a_rows, b_rows)
             np.testing.assert_array_equal(a_scores, b_scores)
+
+
+def test_an_exact_scan_of_some_rows_is_brute_force_over_them() -> None:
+    import faiss
+
+    from indexing.live_segment import scan_rows
+
+    rng = np.random.default_rng(3)
+    xb = rng.standard_normal((500, 16)).astype(np.float32)
+    flat = faiss.IndexFlatIP(16)
+    flat.add(xb)
+    q = rng.standard_normal((3, 16)).astype(np.float32)  # (nq, d)
+    rows = np.sort(rng.choice(500, size=25, replace=False))
+    scores, found = scan_rows(flat, q, rows, 10)
+    for qi in range(3):
+        s = xb[rows] @ q[qi]
+        order = np.argsort(-s)[:10]
+        np.testing.assert_array_equal(found[qi], rows[order])
+        np.testing.assert_allclose(scores[qi], s[order], rtol=1e-5)
+    _, few = scan_rows(flat, q[:1], rows[:4], 10)  # fewer rows than k: the rest are -1
+    assert sorted(few[0][:4].tolist()) == rows[:4].tolist() and (few[0][4:] == -1).all()
