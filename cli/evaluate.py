@@ -21,6 +21,7 @@ from cli.eval_report import EvalDetail, NamedRun, check_baseline, load_baselines
 from cli.eval_report import write_run_files as write_trec_runs
 from indexing.ingest import run_job
 from indexing.jobs import JobKind
+from indexing.merger import wait_background
 from models.reranker import CrossEncoder
 from service.documents import get_or_create_collection
 from service.rerank import Reranking, prepare_rerank
@@ -86,6 +87,7 @@ def evaluate(
                 batch_size=settings.ingest_batch_size,
                 on_progress=advance,
             )
+            wait_background()  # the merges and fusion choice this job made due, as a server would have made them
             final = state.jobs.get(job.id)
             if final.status != "succeeded":
                 raise RuntimeError(f"ingest job {job.id} ended {final.status}: {final.error}")

@@ -49,6 +49,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from indexing.ingest import run_job
     from indexing.jobs import JobKind, JobStatus
+    from indexing.merger import wait_background
     from indexing.shards import ShardedCollection
     from service.documents import get_or_create_collection
     from service.settings import Settings
@@ -91,6 +92,7 @@ def main(args: argparse.Namespace) -> int:
             worker="vela-ingest-ray" if args.ray else "vela-ingest",
             ray=settings.ray_ingest() if args.ray else None,  # VELA_RAY_ADDRESS alone does not send it to Ray
         )
+    wait_background()  # merges and the fusion choice the job made due: not cut short by this process's end
     final = state.jobs.get(job.id)
     print(json.dumps({"job_id": job.id, "status": str(status), "error": final.error, "stats": coll.stats()}, indent=2))
     return 0 if status == JobStatus.SUCCEEDED else 1

@@ -1,8 +1,11 @@
-"""After a commit: searchable in this process at once, and merges in a background thread at low priority.
+"""After a commit: searchable in this process at once; merges, and other work a commit makes due (the fusion
+chosen again once a collection has doubled), in a background thread at low priority.
 
-Merges run in the process that writes the collection, one at a time, on a daemon thread whose CPU nice
-value is raised (Linux threads have their own): searches and ingest keep the CPU first. A merge killed
-with its process loses nothing (indexing/shard_writer.py): the next commit removes what it left.
+The work runs in the process that writes the collection, one piece at a time, on a daemon thread whose CPU
+nice value is raised (Linux threads have their own): searches and ingest keep the CPU first, and on two cores
+a merge and a fusion choice never compete with each other. Work killed with its process loses nothing: a
+merge's leftovers are removed by the next commit (indexing/shard_writer.py), and a choice not made is still
+due after the next ingest job.
 """
 
 from __future__ import annotations
@@ -12,53 +15,71 @@ import logging
 import os
 import queue
 import threading
+from collections.abc import Callable, Hashable
 from typing import Any
 
 log = logging.getLogger("vela.merge")
 MERGE_NICE = 10
 
 
-class MergeScheduler:
+class BackgroundWork:
+    """A queue of work for one low-priority daemon thread; a key already waiting is not queued twice."""
+
     def __init__(self) -> None:
-        self._queue: queue.Queue[Any] = queue.Queue()
-        self._pending: set[int] = set()
+        self._queue: queue.Queue[tuple[Hashable, Callable[[], None]]] = queue.Queue()
+        self._pending: set[Hashable] = set()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
-        self.idle = threading.Event()
+        self.idle = threading.Event()  # set while nothing is queued or running (benches and tests wait on it)
         self.idle.set()
 
-    def request(self, store: Any, coll: Any) -> None:
+    def submit(self, key: Hashable, work: Callable[[], None]) -> None:
         with self._lock:
-            if id(coll) in self._pending:
+            if key in self._pending:
                 return
-            self._pending.add(id(coll))
+            self._pending.add(key)
             self.idle.clear()
             if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="vela-merge", daemon=True)
+                self._thread = threading.Thread(target=self._run, name="vela-background", daemon=True)
                 self._thread.start()
-        self._queue.put((store, coll))
+        self._queue.put((key, work))
+
+    def request(self, store: Any, coll: Any) -> None:
+        """Merge the collection's shards where the merge policy asks, then publish the result."""
+
+        def merge() -> None:
+            if coll.merge():
+                store.published(coll)
+
+        self.submit(("merge", id(coll)), merge)
 
     def _run(self) -> None:
-        with contextlib.suppress(OSError, AttributeError):  # not Linux: merges run at the normal priority
+        with contextlib.suppress(OSError, AttributeError):  # not Linux: the work runs at the normal priority
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), MERGE_NICE)
         while True:
-            store, coll = self._queue.get()
+            key, work = self._queue.get()
             with self._lock:
-                self._pending.discard(id(coll))
+                self._pending.discard(key)
             try:
-                if coll.merge():
-                    store.published(coll)
-            except Exception:  # a failed merge leaves the shard as it was; the next commit asks again
-                log.exception("merge failed", extra={"collection": coll.name})
+                work()
+            except Exception:  # failed work leaves the collection as it was; the next commit asks again
+                log.exception("background work failed", extra={"work": str(key[0]) if isinstance(key, tuple) else ""})
             with self._lock:
                 if not self._pending:
                     self.idle.set()
 
 
-MERGES = MergeScheduler()
+MERGES = BackgroundWork()  # merges and fusion choices share it: one background task at a time
 
 
 def after_commit(store: Any, coll: Any, *, merge: bool = True) -> None:
     store.published(coll)
     if merge:
         MERGES.request(store, coll)
+
+
+def wait_background(timeout: float | None = None) -> bool:
+    """Block until the background work queued so far is done (True), or timeout seconds pass. A command that
+    ingests and exits, or ingests and then measures, waits here: its results then depend on no thread timing,
+    and a merge or fusion choice is not cut short by the process's end."""
+    return MERGES.idle.wait(timeout)

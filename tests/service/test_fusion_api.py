@@ -4,6 +4,7 @@ request's own fusion overrides it; the collection chooses again once it has doub
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,18 @@ def client(tmp_path_factory: pytest.TempPathFactory, tiny_embedder_dir: Path) ->
         r = c.post("/index", json={"collection": "fz", "documents": documents(0, MIN_DOCUMENTS + 10)})
         assert r.status_code == 202, r.text
         assert wait_job(c, r.json()["job_id"])["status"] == "succeeded"
+        wait_chosen(c, lambda chosen: chosen is not None)  # the choice runs in the background after the job
         yield c
+
+
+def wait_chosen(client: httpx.Client, ready: Any, timeout: float = 60.0) -> dict[str, Any]:
+    """The collection's stored choice, once `ready(choice)` holds (the choice is made after the job ends)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        chosen = client.get("/collections/fz").json()["fusion"].get("chosen")
+        if ready(chosen) or time.monotonic() > deadline:
+            return chosen  # type: ignore[no-any-return]
+        time.sleep(0.1)
 
 
 def search(client: httpx.Client, **options: Any) -> list[tuple[str, float]]:
@@ -92,5 +104,5 @@ def test_the_collection_chooses_again_once_it_has_doubled(client: httpx.Client) 
     assert client.get("/collections/fz").json()["fusion"]["chosen"] == first  # 70 documents: not doubled
     r = client.post("/index", json={"collection": "fz", "documents": documents(2000, 60)})
     assert wait_job(client, r.json()["job_id"])["status"] == "succeeded"
-    again = client.get("/collections/fz").json()["fusion"]["chosen"]
+    again = wait_chosen(client, lambda chosen: chosen != first)
     assert again["documents"] == 2 * (MIN_DOCUMENTS + 10) + 10 and again["at"] > first["at"]
