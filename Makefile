@@ -35,7 +35,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help install install-gpu serve test test-slow test-gpu fuzz lint typecheck format clean distclean redis-server docs \
+.PHONY: help install install-gpu install-peers serve test test-slow test-gpu fuzz lint typecheck format clean distclean redis-server docs \
 	browser strace
 
 help:
@@ -79,6 +79,10 @@ install-gpu: $(STAMP)
 
 test-gpu: $(STAMP)
 	$(BIN)/pytest -q -m gpu
+
+# vela bench peers: the `peers` extra (LanceDB, Qdrant local mode) into .venv.
+install-peers: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[peers]'
 
 serve: $(STAMP)
 	$(BIN)/vela serve $(if $(HOST),--host $(HOST)) $(if $(PORT),--port $(PORT))

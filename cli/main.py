@@ -145,6 +145,7 @@ BENCHES: dict[str, tuple[str, str]] = {
     "filters": ("bench.filters", "filtered search: recall@10 vs brute force and p50 vs unfiltered, flat and HNSW"),
     "gpu": ("bench.gpu", "CUDA only: encode texts/s, search q/s at batch 1 and 64, training steps/s"),
     "fusion": ("bench.fusion", "fusion chosen without labels vs dense, BM25, RRF and every candidate: NDCG@10"),
+    "peers": ("bench.peers", "vs LanceDB, Qdrant local, Chroma: same vectors; engine and HTTP p50/p99, NDCG@10"),
     "reindex": ("bench.reindex", "reindex SciFact to another embedder under search and write load: errors, p99"),
     "adapt": ("bench.adapt", "vela adapt on SciFact and Cranfield vs untrained, Revela and no teacher: NDCG@10"),
 }
