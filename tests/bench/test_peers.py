@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.peers import MODES, Corpus, Lance, Qdrant, first_docs, interleaved, main, ndcg10, summary
+from bench.peer_systems import MODES, Corpus, Lance, Qdrant, first_docs, ndcg10
+from bench.peers import interleaved, main, summary
 
 TOPICS = ["insulin", "graphene", "tides", "appeals", "volcano", "enzymes", "glacier", "malaria", "quasar", "vaccine"]
 
