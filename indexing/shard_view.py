@@ -50,6 +50,7 @@ SCORE_SLACK = 1e-3  # FAISS's float32 inner products of unit vectors err by ~1e-
 EXACT_SCAN_SHARE = 0.06
 EF_WIDEN_BELOW = 0.1  # shares under this widen ef by 0.1 / share, at most EF_WIDEN_MAX times
 EF_WIDEN_MAX = 2.0
+SCAN_ROWS_KEPT = 50_000  # a narrowed segment keeps its passing row numbers up to this many (400 KB)
 SINGLE_THREAD_BELOW = 8  # queries per call under which FAISS runs on the calling thread only
 FILTER_CACHE = 64  # filters whose scopes a view keeps (about 2 bits a row each)
 
@@ -68,7 +69,7 @@ class Scope:
 def _narrow(x: Any, mask: np.ndarray) -> Any:
     selector, bits = row_selector(mask)
     n = int(mask.sum())
-    if isinstance(x, LiveSegment) and n < EXACT_SCAN_SHARE * mask.shape[0]:
+    if isinstance(x, LiveSegment) and (n < EXACT_SCAN_SHARE * mask.shape[0] or n <= SCAN_ROWS_KEPT):
         # the rows an exact scan will read, found once per cached filter rather than on every query
         return replace(x, live=mask, n_live=n, selector=selector, bits=bits, rows=np.flatnonzero(mask))
     return replace(x, live=mask, n_live=n, selector=selector, bits=bits)
