@@ -90,6 +90,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     data = str(BEIR / ds)
     untrained = evaluate(work, "untrained", data, None, "bm25,dense,hybrid")
     coll = collection_of(work, ds)
+    if args.untrained_only:  # the collection and its baseline, ahead of the runs
+        return {"dataset": ds, "baselines": {"untrained": metrics(untrained)}}
     name = f"adapt-{ds}"
     adapt_argv = ["adapt", coll, "--out", name, "--data-dir", str(work), "--max_minutes", f"{args.minutes:g}"]
     if args.checkpoints:
@@ -179,8 +181,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--ablation-minutes", type=float, default=0.0, help="budget of the no-teacher run (0: none)")
     p.add_argument("--workdir", default=None, help="default .vela-bench/adapt/<dataset>")
     p.add_argument("--adapt-flags", nargs=argparse.REMAINDER, default=[], help="more vela adapt flags (last)")
+    p.add_argument("--untrained-only", action="store_true", help="ingest and evaluate the untrained model only")
     args = p.parse_args(argv)
     result = run(args)
+    if args.untrained_only:
+        print(json.dumps(result, indent=2))
+        return
     result["command"] = command()
     result["machine"] = {**machine(), "cpu": cpu_model()}
     write_result(RESULTS / f"adapt-{args.dataset}.json", result)

@@ -159,7 +159,7 @@ def adapt(collection: str, name: str, aargs: Any, *, command: str) -> dict[str, 
         "command": command,
         "recipe": "adapt",
         "collection": collection,
-        "base_model": str(coll.settings.embedder),
+        "base_model": _model_label(str(coll.settings.embedder)),
         "recipe_args": dataclasses.asdict(aargs),
         "teacher": teacher,
         "pseudo_label_seconds": round(prep_s, 1),
@@ -176,6 +176,15 @@ def adapt(collection: str, name: str, aargs: Any, *, command: str) -> dict[str, 
         "work_dir": str(work),
         **{k: record[k] for k in ("steps", "examples", "train_seconds", "total_seconds", "teacher")},
     }
+
+
+def _model_label(embedder: str) -> str:
+    """What the record (shown by GET /models) calls the base model: `default` or a name, never a server path."""
+    from models.loading import packaged_minilm_dir
+
+    if Path(embedder) == Path(packaged_minilm_dir()):
+        return "default"
+    return Path(embedder).name
 
 
 def pseudo_queries(coll: Any, aargs: Any) -> list[Any]:

@@ -1,9 +1,10 @@
 """`vela adapt` training: the student embedder learns the hybrid teacher's pseudo-labels on the HF Trainer.
 
-Loss = infonce_weight * InfoNCE(in-batch + mined negatives) + margin_mse_weight * margin-MSE(teacher margins).
-InfoNCE keeps the pseudo-positive on top of the whole batch (the in-batch signal ICT training relies on);
-margin-MSE (GPL) copies how much better the teacher finds the positive than each mined negative, which is where
-BM25's exact-term knowledge of the collection reaches the dense student.
+Loss = margin_mse_weight * margin-MSE(teacher margins) + infonce_weight * InfoNCE(in-batch + mined negatives).
+The default is GPL's: margin-MSE alone, which copies how much better the teacher finds the positive than each
+mined negative; that is where BM25's exact-term knowledge of the collection reaches the dense student. InfoNCE
+(off by default: with it a short CPU run moved SciFact dense down, see docs/adapt.md) treats the pseudo-positive
+as certainly relevant; without a teacher (`--teacher none`, the ablation) it is the whole loss, over the batch.
 
 `build()` loads the student for training; `load()` reads a saved one back for inference (the service's loader).
 Training stops at a wall-clock budget (training/time_budget.py) and can save checkpoints at given minutes.
@@ -80,7 +81,9 @@ class AdaptTrainer(Trainer):
         q = nn.functional.normalize(model(**inputs["queries"]).float(), dim=-1)  # (B, d)
         d = nn.functional.normalize(model(**inputs["documents"]).float(), dim=-1)  # (B + B*H, d)
         b, h = q.shape[0], int(inputs["negatives"])
-        loss = self.aargs.infonce_weight * self.infonce.compute_loss_from_embeddings(q, d, inputs["exclude"])
+        # Without a teacher (no margins: the ablation) InfoNCE over the batch is the whole loss.
+        w = self.aargs.infonce_weight if h and self.aargs.margin_mse_weight > 0 else 1.0
+        loss = w * self.infonce.compute_loss_from_embeddings(q, d, inputs["exclude"]) if w else q.new_zeros(())
         if h and self.aargs.margin_mse_weight > 0:
             negs = d[b:].reshape(b, h, -1)  # (B, H, d): query-major, as the collator lays them out
             loss = loss + self.aargs.margin_mse_weight * self.margin_mse.compute_loss_from_embeddings(
