@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,6 +31,22 @@ def prepare_documents(
     return chunk_and_embed(docs, chunking=coll.settings.chunking, embedder=embedder, context=context)
 
 
+_CHUNKERS: dict[int, tuple[Any, threading.Lock, Any]] = {}
+_CHUNKERS_LOCK = threading.Lock()
+
+
+def _chunking_tokenizer(embedder: Embedder) -> tuple[Any, threading.Lock]:
+    """A copy of the embedder's tokenizer for chunking, with its own lock. A fast tokenizer keeps padding and
+    truncation in the tokenizer object and every call sets them: chunking (no truncation, no padding) on the
+    tokenizer that encodes queries at the same moment (padding on) made a query batch ragged, and the search
+    failed. Chunking never shares its tokenizer with the encoder, nor with another chunking thread."""
+    with _CHUNKERS_LOCK:
+        entry = _CHUNKERS.get(id(embedder))
+        if entry is None or entry[2] is not embedder.tokenizer:  # the original kept: an id is not reused meanwhile
+            entry = _CHUNKERS[id(embedder)] = (copy.deepcopy(embedder.tokenizer), threading.Lock(), embedder.tokenizer)
+        return entry[0], entry[1]
+
+
 def chunk_and_embed(
     docs: Sequence[dict[str, Any]],
     *,
@@ -37,7 +55,9 @@ def chunk_and_embed(
     context: CorpusContext | None = None,
 ) -> list[StoredDocument]:
     """prepare_documents without a collection at hand (a Ray Data encoder actor holds only the settings)."""
-    spans = [chunk_text(d["text"], embedder.tokenizer, chunking) for d in docs]
+    tokenizer, lock = _chunking_tokenizer(embedder)
+    with lock:
+        spans = [chunk_text(d["text"], tokenizer, chunking) for d in docs]
     texts = [
         passage_text(d.get("title") or "", d["text"][s.start : s.end])
         for d, doc_spans in zip(docs, spans, strict=True)

@@ -171,6 +171,8 @@ def _begin(root: Path, source: Collection, spec: dict[str, Any], job_id: str, di
 
 
 def _abandon(root: Path, gen: int) -> None:
+    if not root.exists():
+        return  # the collection was deleted, every generation with it
     with gens.lock(root):
         pointer = gens.read_pointer(root)
         if pointer.building == gen:
