@@ -95,6 +95,31 @@ class Load:
         return [lat for t0, lat in self.samples if start <= t0 and t0 + lat <= end]
 
 
+def fusion_chosen(client: httpx.Client, limit_s: float = 900.0) -> float:
+    """Wait for the fusion the collection chooses without labels after its ingest (a background job): chosen in the
+    middle of the run, it would change the old generation's hybrid results between the two recordings."""
+    t0 = time.time()
+    while time.time() - t0 < limit_s and not client.get("/collections/scifact").json()["fusion"].get("chosen"):
+        time.sleep(1.0)
+    return round(time.time() - t0, 1)
+
+
+def settle(client: httpx.Client, quiet_s: float = 10.0, limit_s: float = 300.0) -> float:
+    """Wait until the serving index publishes nothing new for `quiet_s` (merges after the writes change segment
+    layout, and with it the last bits of float scores, which a bit-for-bit comparison would see)."""
+    t0 = time.time()
+    last, since = None, time.time()
+    while time.time() - t0 < limit_s:
+        index = client.get("/collections/scifact").json()["index"]
+        now = (index["version"], index["segments"], json.dumps(client.get("/collections/scifact").json()["fusion"]))
+        if now != last:
+            last, since = now, time.time()
+        elif time.time() - since >= quiet_s:
+            break
+        time.sleep(0.5)
+    return round(time.time() - t0, 1)
+
+
 def wait_job(client: httpx.Client, job_id: str) -> dict[str, Any]:
     return wait_jobs(client, [job_id])[0]
 
@@ -138,6 +163,8 @@ def main(argv: list[str] | None = None) -> None:
         assert all(j["status"] == "succeeded" for j in wait_jobs(client, ingest))
         out["ingest_s"] = round(time.time() - t, 1)
         out["documents"] = client.get("/collections/scifact").json()["documents"]
+        out["fusion_chosen_after_s"] = fusion_chosen(client)  # in the background after the ingest: not mid-run
+        out["fusion_before"] = client.get("/collections/scifact").json()["fusion"].get("method")
 
         load = Load(base, queries, args.concurrency).start()
         idle_start = time.time()
@@ -161,6 +188,7 @@ def main(argv: list[str] | None = None) -> None:
         writes_done = time.time()
         running = client.get(f"/jobs/{job_id}").json()
         compare = queries[: args.compare_queries]
+        settled = settle(client)  # the background merges of the write commits are over: the old index is final
         # The serving (old) generation, with every write, before the switch. The load pauses meanwhile: the
         # default encoder's int8 query vectors depend on which queries share a micro-batch, so each query is
         # encoded alone here and after the rollback, and the two lists can be compared bit for bit.
@@ -186,6 +214,7 @@ def main(argv: list[str] | None = None) -> None:
             "reindex_progress_when_writes_done": f"{running['done']}/{running['total']} ({running['status']})",
         }
         out["results_recorded_while_old_generation_served"] = after_check["status"] == "running"
+        out["old_index_settled_s"] = settled
         idle = percentiles(load.between(idle_start, idle_end))
         during = percentiles(load.between(reindex_start, promoted_at))
         out["search"] = {

@@ -86,6 +86,13 @@ def checks(
         "queries_compared": len(compare),
         "promoted_results_differ_from_before": sum(a != b for a, b in zip(promoted, before, strict=True)),
         "rollback_results_identical_to_before": sum(a == b for a, b in zip(restored, before, strict=True)),
+        "rollback_same_ids_as_before": sum(
+            [i for i, _ in a] == [i for i, _ in b] for a, b in zip(restored, before, strict=True)
+        ),
+        "rollback_max_score_diff": max(
+            (abs(x[1] - y[1]) for a, b in zip(restored, before, strict=True) for x, y in zip(a, b, strict=False)),
+            default=0.0,
+        ),
     }
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from indexing import generations as gens
 from indexing.chunking import ChunkingParams
 from indexing.collection import Collection, CollectionNotFound
+from indexing.fusion_choice import refresh_choice
 from indexing.gate import judged_set, ndcg_at_10
 from indexing.gen_sync import sync
 from indexing.jobs import TERMINAL, JobKind, JobNotFound, JobStatus, JobStore
@@ -119,6 +120,7 @@ def _reindex(
             raise JobCancelled()
         if attempt > 0 and outcome.changed <= CALM:
             break
+    _choose_fusion(collections, source, target, embedder)
     result: dict[str, Any] = {
         "generation": gen,
         "previous": gens.generation_of(source),
@@ -168,6 +170,17 @@ def _begin(root: Path, source: Collection, spec: dict[str, Any], job_id: str, di
         names = {**(pointer.names or {}), str(gen): spec.get("embedder_name") or ""}
         gens.write_pointer(root, replace(pointer, building=gen, job=job_id, ready=False, last=gen, names=names))
         return target
+
+
+def _choose_fusion(collections: CollectionStore, source: Collection, target: Collection, embedder: Any) -> None:
+    """A fusion the serving generation chose by itself (without labels, for its embedder) is chosen again for the
+    new embedder before the new generation is gated or served; one an operator set is kept as it is."""
+    if not (source.settings.fusion or {}).get("chosen"):
+        return
+    try:
+        refresh_choice(target, embedder, collections.fanout)
+    except Exception:  # the copied choice stays in force: a worse fusion, never a failed reindex
+        log.exception("fusion choice failed", extra={"collection": target.name})
 
 
 def _abandon(root: Path, gen: int) -> None:
