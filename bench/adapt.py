@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         ab = f"{name}-noteacher"
         ab_argv = ["adapt", coll, "--out", ab, "--data-dir", str(work), "--max_minutes", f"{args.ablation_minutes:g}"]
         ab_trained = step(work, "ablation", [*ab_argv, "--teacher", "none", *args.adapt_flags], parse_stdout=True)
-        ab_eval = evaluate(work, "ablation", data, str(work / "models" / ab), "bm25,dense,hybrid")
+        ab_eval = evaluate(work, "no-teacher", data, str(work / "models" / ab), "bm25,dense,hybrid")
         ab_record = json.loads((work / "models" / ab / "training_args.json").read_text())
         out["baselines"]["no_teacher"] = {
             **metrics(ab_eval),

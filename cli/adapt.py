@@ -154,12 +154,13 @@ def adapt(collection: str, name: str, aargs: Any, *, command: str) -> dict[str, 
     minutes = (aargs.max_minutes * 60.0 - prep_s - SAVE_RESERVE_S) / 60.0
     log.info("pseudo-labels in %.0f s; %.1f minutes left to train", prep_s, minutes)
     work = settings.data_dir / "adapt" / name  # checkpoints stay here; the registry copies the model only
-    record = train(examples, aargs, model=str(coll.settings.embedder), out=work, minutes=minutes)
+    student = _student(aargs.student) if aargs.student else str(coll.settings.embedder)
+    record = train(examples, aargs, model=student, out=work, minutes=minutes)
     record = {
         "command": command,
         "recipe": "adapt",
         "collection": collection,
-        "base_model": _model_label(str(coll.settings.embedder)),
+        "base_model": aargs.student or _model_label(str(coll.settings.embedder)),
         "recipe_args": dataclasses.asdict(aargs),
         "teacher": teacher,
         "pseudo_label_seconds": round(prep_s, 1),
@@ -176,6 +177,18 @@ def adapt(collection: str, name: str, aargs: Any, *, command: str) -> dict[str, 
         "work_dir": str(work),
         **{k: record[k] for k in ("steps", "examples", "train_seconds", "total_seconds", "teacher")},
     }
+
+
+def _student(name: str) -> str:
+    """--student: a registered model's directory (e.g. an earlier adaptation, to train it further), else as given."""
+    from cli.models import models_dir
+    from models.registry import ModelRegistry, UnknownModel
+
+    try:
+        path = ModelRegistry(models_dir()).get(name).path
+    except UnknownModel:
+        return name
+    return str(path) if path is not None else name
 
 
 def _model_label(embedder: str) -> str:

@@ -54,6 +54,10 @@ def test_adapt_trains_and_registers_the_model(
     assert entry.training["command"].startswith("vela adapt notes --out notes-adapted")
     assert (Path(printed["work_dir"]) / "checkpoint-0.001min" / "config.json").is_file()
     assert not any(p.name.startswith("checkpoint-") for p in entry.path.iterdir())  # type: ignore[union-attr]
+    # --student: an earlier adaptation, by its registered name, trained further.
+    more = ["--max_minutes", "0.2", "--batch_size", "4", "--depth", "8", "--bf16", "false"]
+    assert main(["adapt", "notes", "--out", "again", "--student", "notes-adapted", "--data-dir", str(vela), *more]) == 0
+    assert ModelRegistry(vela / "models").get("again").training["base_model"] == "notes-adapted"  # type: ignore[index]
     # The name is taken now; an unknown collection is refused.
     assert main(["adapt", "notes", "--out", "notes-adapted", "--data-dir", str(vela)]) == 2
     assert main(["adapt", "nope", "--out", "other", "--data-dir", str(vela)]) == 2

@@ -12,6 +12,10 @@ TEACHERS = ("hybrid", "none")
 
 @dataclass
 class AdaptArguments:
+    student: str = field(
+        default="",
+        metadata={"help": "start from this model (a registered name or a directory; empty: the collection's own)"},
+    )
     max_minutes: float = field(
         default=25.0, metadata={"help": "wall-clock budget of the whole run: pseudo-labels, then training"}
     )
