@@ -80,6 +80,44 @@ def collection_of(work: Path, dataset: str) -> str:
     raise LookupError(f"no {dataset} collection of the default embedder under {work}")
 
 
+def _collection_by_embedder(work: Path, dataset: str, tail: str) -> str:
+    for settings in sorted((work / "collections").glob(f"{dataset}-*/collection.json")):
+        if str(json.loads(settings.read_text()).get("embedder")).endswith(tail):
+            return settings.parent.name
+    raise LookupError(f"no {dataset} collection of {tail} under {work}")
+
+
+def _stored_fusion(work: Path, coll: str) -> dict[str, Any]:
+    fusion = json.loads((work / "collections" / coll / "collection.json").read_text()).get("fusion") or {}
+    return {k: v for k, v in fusion.items() if k != "chosen"}
+
+
+def hybrid_at(work: Path, data: str, embedder: str, fusion: dict[str, Any]) -> dict[str, float]:
+    """Hybrid NDCG@10 of `embedder`'s eval collection with the fusion given (a request's override), in process."""
+    import ir_measures
+
+    from service.search import search_batch
+    from service.settings import Settings
+    from service.state import build_state
+    from velaio.beir import read_qrels, read_queries
+
+    state = build_state(Settings(data_dir=work, embedder=embedder, precision="bf16"))
+    coll = state.collections.get(_collection_by_embedder(work, Path(data).name, Path(embedder).name))
+    emb = state.embedders.get(coll.settings.embedder)
+    qrels, queries = read_qrels(Path(data), "test"), read_queries(Path(data))
+    qids = [q for q in qrels if q in queries]
+    run: dict[str, dict[str, float]] = {}
+    for start in range(0, len(qids), 64):
+        batch = qids[start : start + 64]
+        found = search_batch(collection=coll, embedder=emb, queries=[queries[q] for q in batch], k=100, fusion=fusion)
+        for qid, res in zip(batch, found, strict=True):
+            run[qid] = {h.id: float(len(res.hits) - i) for i, h in enumerate(res.hits)}
+    # As `vela eval` scores: ranks as strictly decreasing scores, the same three measures.
+    measures = {"ndcg@10": ir_measures.nDCG @ 10, "recall@100": ir_measures.R @ 100, "mrr@10": ir_measures.RR @ 10}
+    agg = ir_measures.calc_aggregate(list(measures.values()), qrels, run)
+    return {name: round(float(agg[m]), 4) for name, m in measures.items()}
+
+
 def metrics(result: dict[str, Any]) -> dict[str, Any]:
     return {"metrics": result["metrics"], "command": result["command"], "seconds": result.get("seconds")}
 
@@ -112,10 +150,22 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "hybrid_ndcg@10": adapted["metrics"]["hybrid"]["ndcg@10"],
         }
     )
+    fusion = _stored_fusion(work, coll)
     out: dict[str, Any] = {
         "dataset": ds,
         "metrics": adapted["metrics"],
-        "adapt": {**metrics(adapted), "adapt_command": trained["command"], "training": _training(record)},
+        "adapt": {
+            **metrics(adapted),
+            "adapt_command": trained["command"],
+            "training": _training(record),
+            # The adapted collection chooses its own fusion from ICT pseudo-queries, the very task the model was
+            # trained on; the hybrid at the untrained collection's fusion separates the model from that choice.
+            "hybrid_at_untrained_fusion": {
+                "fusion": fusion,
+                "metrics": hybrid_at(work, data, str(work / "models" / name), fusion),
+            },
+            "fusion_chosen": _stored_fusion(work, _collection_by_embedder(work, ds, f"models/{name}")),
+        },
         "curve": curve,
         "baselines": {"untrained": metrics(untrained)},
     }
