@@ -170,3 +170,18 @@ def test_clean_removes_orphans_and_keeps_a_running_reindex(env: dict[str, Any], 
     (root / "generations" / ".new-x").mkdir()
     clean_all(env["store"], jobs)
     assert gens.on_disk(root) == [0] and not (root / "generations" / ".new-x").exists()
+
+
+def test_a_chosen_fusion_is_chosen_again_for_the_new_embedder(env: dict[str, Any], second_embedder: Path) -> None:
+    store = env["store"]
+    coll = store.get("c")
+    with coll.writer():  # as the background choice leaves it, for the old embedder
+        coll.set_fusion({"method": "rrf", "chosen": {"documents": len(DOCS), "at": 1.0}})
+    _reindex(env, second_embedder)
+    fusion = store.get("c").settings.fusion
+    assert gens.generation_of(store.get("c")) == 1 and fusion["chosen"]["at"] != 1.0
+    # One an operator set (no "chosen" record) is kept as it is.
+    with store.get("c").writer():
+        store.get("c").set_fusion({"method": "rrf"})
+    _reindex(env, second_embedder)
+    assert store.get("c").settings.fusion == {"method": "rrf"}
