@@ -6,9 +6,9 @@ import logging
 from dataclasses import dataclass, field
 
 from indexing import gpu_index
+from indexing.collection import Collection
 from indexing.ingest import run_job
 from indexing.jobs import JobStore
-from indexing.collection import Collection
 from indexing.lanes import LaneQueue
 from indexing.queue import JobQueue
 from indexing.redis_queue import RedisJobQueue
