@@ -248,42 +248,34 @@ def _switch(
     collections.follow(source)  # this process switches now (others at their reader's next tick)
 
 
-def _promote(
-    job_id: str,
-    spec: dict[str, Any],
-    jobs: JobStore,
-    collections: CollectionStore,
-    embedders: EmbedderCache,
-    on_progress: Callable[[int, int], None] | None,
-) -> dict[str, Any]:
-    root, source = _root(collections, spec["collection"])
-    pointer = gens.read_pointer(root)
-    if pointer.switched_by == job_id:
-        return {"generation": pointer.current, "previous": pointer.previous}
-    if pointer.building is None or not pointer.ready:
-        raise RuntimeError(f"collection {source.name!r} has no finished generation waiting for promotion")
-    target = gens.open_generation(root, pointer.building)
-    _switch(collections, root, source, target, embedders.get(target.settings.embedder), job_id, rollback=False)
-    return {"generation": gens.generation_of(target), "previous": gens.generation_of(source)}
+def _switch_job(rollback: bool) -> Callable[..., dict[str, Any]]:
+    """A promote (rollback False: to the finished generation) or rollback (to the previous one) job's runner."""
+
+    def run(
+        job_id: str,
+        spec: dict[str, Any],
+        jobs: JobStore,
+        collections: CollectionStore,
+        embedders: EmbedderCache,
+        on_progress: Callable[[int, int], None] | None,
+    ) -> dict[str, Any]:
+        root, source = _root(collections, spec["collection"])
+        pointer = gens.read_pointer(root)
+        if pointer.switched_by == job_id:  # a resumed job whose switch had happened
+            return {"generation": pointer.current, "previous": pointer.previous}
+        if rollback and pointer.previous is None:
+            raise RuntimeError(f"collection {source.name!r} keeps no previous generation to roll back to")
+        if not rollback and (pointer.building is None or not pointer.ready):
+            raise RuntimeError(f"collection {source.name!r} has no finished generation waiting for promotion")
+        target = gens.open_generation(root, pointer.previous if rollback else pointer.building)  # type: ignore[arg-type]
+        _switch(collections, root, source, target, embedders.get(target.settings.embedder), job_id, rollback=rollback)
+        return {"generation": gens.generation_of(target), "previous": gens.generation_of(source)}
+
+    return run
 
 
-def _rollback(
-    job_id: str,
-    spec: dict[str, Any],
-    jobs: JobStore,
-    collections: CollectionStore,
-    embedders: EmbedderCache,
-    on_progress: Callable[[int, int], None] | None,
-) -> dict[str, Any]:
-    root, source = _root(collections, spec["collection"])
-    pointer = gens.read_pointer(root)
-    if pointer.switched_by == job_id:
-        return {"generation": pointer.current, "previous": pointer.previous}
-    if pointer.previous is None:
-        raise RuntimeError(f"collection {source.name!r} keeps no previous generation to roll back to")
-    target = gens.open_generation(root, pointer.previous)
-    _switch(collections, root, source, target, embedders.get(target.settings.embedder), job_id, rollback=True)
-    return {"generation": gens.generation_of(target), "previous": gens.generation_of(source)}
+_promote = _switch_job(rollback=False)
+_rollback = _switch_job(rollback=True)
 
 
 __all__ = ["CollectionNotFound", "clean_all", "run_generation_job"]
