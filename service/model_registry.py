@@ -13,7 +13,16 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from models.registry import InvalidModelDir, ModelRegistry, UnknownModel, WrongModelKind
+from models.loading import packaged_minilm_dir
+from models.registry import (
+    BUILTIN_NAME,
+    BUILTIN_NAMES,
+    InvalidModelDir,
+    ModelRegistry,
+    UnknownModel,
+    WrongModelKind,
+    is_model_name,
+)
 from service.settings import Settings
 
 
@@ -66,12 +75,29 @@ def request_model(*, settings: Settings, name: str, kind: str, field: str) -> st
         raise UnusableModel(f"{field}: registered model {name!r} cannot be used: {exc}") from exc
 
 
+UNREGISTERED = "unregistered"  # a collection's model that no name reaches (e.g. registered and since removed)
+
+
+def public_model_name(*, settings: Settings, stored: str) -> str:
+    """The name clients know a collection's model by. A collection's settings keep what the model caches load
+    (a built-in name, or a folder on the server); responses show a built-in or registered name, never a path."""
+    if stored in BUILTIN_NAMES:
+        return stored
+    if stored == settings.embedder or Path(stored) == packaged_minilm_dir():
+        return BUILTIN_NAME  # the server's default embedder, whatever folder it was configured as
+    path = Path(stored)
+    if path.parent == registry(settings).root and is_model_name(path.name):
+        return path.name
+    return UNREGISTERED
+
+
 __all__ = [
     "ModelKindMismatch",
     "UnknownModelName",
     "UnusableModel",
     "list_models",
     "models_dir",
+    "public_model_name",
     "registry",
     "request_model",
     "unknown_model_message",

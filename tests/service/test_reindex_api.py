@@ -79,7 +79,8 @@ def test_promote_auto_then_rollback_restores_the_previous_results_exactly(app: t
     assert job["result"]["promoted"] is True and job["done"] == job["total"] == len(DOCS)
     now = _generations(client)
     assert now["current"]["embedder_name"] == "tiny2" and now["previous"]["generation"] == old["generation"]
-    assert client.get("/collections/c").json()["embedder"] == now["current"]["embedder"]
+    assert client.get("/collections/c").json()["embedder"] == now["current"]["embedder"] == "tiny2"
+    assert "/" not in now["previous"]["embedder"]  # registry names in responses, never server paths
     after = {q: _search(client, q) for q in QUERIES.values()}
     assert after != before  # other vectors: other scores
     assert _post(client, "/collections/c/rollback")["status"] == "succeeded"

@@ -9,7 +9,7 @@ from indexing.jobs import Job, JobKind
 from service.deps import State
 from service.documents import delete_collection, submit_delete
 from service.errors import ApiError
-from service.model_registry import ModelKindMismatch, UnknownModelName, UnusableModel
+from service.model_registry import ModelKindMismatch, UnknownModelName, UnusableModel, public_model_name
 from service.reindex import NothingToSwitch, UnknownDataset, generation_info, submit_reindex, submit_switch
 from service.reindex_schemas import ReindexRequest
 from service.schemas import CollectionList, CollectionOut, ErrorResponse, JobAccepted
@@ -22,12 +22,27 @@ def not_found(name: str) -> ApiError:
     return ApiError(404, "collection_not_found", f"no collection named {name!r}")
 
 
+def collection_out(state: Any, coll: Any, *, with_generations: bool = False) -> CollectionOut:
+    """A collection's facts, its models named as clients name them (never a server path)."""
+    stats = coll.stats()
+    stats["embedder"] = public_model_name(settings=state.settings, stored=stats["embedder"])
+    generations = None
+    if with_generations:
+        generations = generation_info(state=state, collection=coll.name)
+        for gen in generations.values():
+            if gen is not None:
+                gen["embedder"] = gen.get("embedder_name") or public_model_name(
+                    settings=state.settings, stored=gen["embedder"]
+                )
+    return CollectionOut(**stats, generations=generations)
+
+
 @router.get("", response_model=CollectionList)
 def list_collections(state: State) -> CollectionList:
     out = []
     for name in state.collections.names():
         try:
-            out.append(CollectionOut(**state.collections.get(name).stats()))
+            out.append(collection_out(state, state.collections.get(name)))
         except CollectionNotFound:
             continue  # deleted while listing
     return CollectionList(collections=out)
@@ -39,7 +54,7 @@ def get_collection(name: str, state: State) -> CollectionOut:
     generations: the one searches read, the one kept for rollback, and one a reindex builds."""
     try:
         coll = state.collections.get(name)
-        return CollectionOut(**coll.stats(), generations=generation_info(state=state, collection=coll.name))
+        return collection_out(state, coll, with_generations=True)
     except CollectionNotFound as exc:
         raise not_found(name) from exc
 
