@@ -186,10 +186,10 @@ def commit_loop(
 
 def rebuilds(data_dir: Path, times: int) -> dict[str, Any]:
     """Today's old commit: every segment rebuilt from the doc store into one, `times` times."""
-    from indexing.merger import MERGES
+    from indexing.merger import wait_background
     from indexing.store import CollectionStore
 
-    MERGES.idle.wait(600)
+    wait_background(600)
     coll = CollectionStore(data_dir).get(NAME)
     before = coll.stats()["index"]
     out = []

@@ -47,7 +47,7 @@ def run_flat(passages: int, commit_docs: int, commits: int, embedder_dir: Path |
     from indexing.docstore import StoredDocument
     from indexing.ingest import run_job
     from indexing.jobs import JobKind, JobStatus, JobStore
-    from indexing.merger import MERGES
+    from indexing.merger import wait_background
     from indexing.prepare import content_hash
     from indexing.store import CollectionStore
     from models import EmbedderCache
@@ -106,7 +106,7 @@ def run_flat(passages: int, commit_docs: int, commits: int, embedder_dir: Path |
             encode_only.append(time.perf_counter() - t1)
             (res,) = search_batch(collection=coll, embedder=None, queries=[marker], k=10, mode="bm25")
             found.append(any(h.id.startswith(f"new-{c}-") for h in res.hits))
-        MERGES.idle.wait(600)
+        wait_background(600)
         stats = coll.stats()
         store.stop_reader()
         coll.close()

@@ -33,7 +33,7 @@ from indexing.dense import exact_scores
 from indexing.engine import Fanout
 from indexing.engine import search as engine_search
 from indexing.fusion import FusionSpec, rank_of
-from indexing.merger import MERGES
+from indexing.merger import BACKGROUND
 from indexing.postings import Postings, TermStats
 from indexing.ranking import Mode, RankRequest
 from velaio.text import passage_text
@@ -284,4 +284,4 @@ def after_ingest(collections: Any, coll: Any, embedders: Any) -> None:
         if choice_due(coll):  # another process may have chosen meanwhile
             refresh_choice(coll, embedders.get(coll.settings.embedder), collections.fanout)
 
-    MERGES.submit(("fusion", id(coll)), choose)
+    BACKGROUND.submit(("fusion", id(coll)), choose)

@@ -44,7 +44,7 @@ class BackgroundWork:
                 self._thread.start()
         self._queue.put((key, work))
 
-    def request(self, store: Any, coll: Any) -> None:
+    def request_merge(self, store: Any, coll: Any) -> None:
         """Merge the collection's shards where the merge policy asks, then publish the result."""
 
         def merge() -> None:
@@ -69,17 +69,17 @@ class BackgroundWork:
                     self.idle.set()
 
 
-MERGES = BackgroundWork()  # merges and fusion choices share it: one background task at a time
+BACKGROUND = BackgroundWork()  # merges and fusion choices share it: one background task at a time
 
 
 def after_commit(store: Any, coll: Any, *, merge: bool = True) -> None:
     store.published(coll)
     if merge:
-        MERGES.request(store, coll)
+        BACKGROUND.request_merge(store, coll)
 
 
 def wait_background(timeout: float | None = None) -> bool:
     """Block until the background work queued so far is done (True), or timeout seconds pass. A command that
     ingests and exits, or ingests and then measures, waits here: its results then depend on no thread timing,
     and a merge or fusion choice is not cut short by the process's end."""
-    return MERGES.idle.wait(timeout)
+    return BACKGROUND.idle.wait(timeout)
