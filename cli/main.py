@@ -109,6 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_models_parser(sub)
 
+    from cli.datasets import add_parser as add_datasets_parser
+
+    add_datasets_parser(sub)
+
     train = sub.add_parser(
         "train",
         help="train a model: vela train RECIPE --out DIR [--config FILE] [--register NAME] [flags]",

@@ -29,7 +29,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     what.add_argument("--rollback", action="store_true", help="switch back to the previous generation")
     what.add_argument("--resume", metavar="JOB_ID", help="run an interrupted generation job to its end")
     p.add_argument("--promote", choices=["auto", "manual"], default="auto", help="manual: wait for --promote-ready")
-    p.add_argument("--gate", metavar="DATASET", default=None, help="a registered dataset (<data dir>/datasets/NAME)")
+    p.add_argument("--gate", metavar="DATASET", default=None, help="a registered dataset (vela datasets add NAME PATH)")
     p.add_argument("--gate-split", default="test", help="the dataset's qrels split (default test)")
     p.add_argument("--gate-mode", choices=["dense", "bm25", "hybrid"], default="dense", help="how both are searched")
     p.add_argument("--gate-tolerance", type=float, default=0.0, help="promote when new >= old - this (default 0)")

@@ -1,15 +1,16 @@
 """The corpus context of a CDE collection: sampled once, cached with the collection, refreshed on drift.
 
-Layout under `<collection>/`:
+Layout under `<collection>/` (each generation, indexing/generations.py, has its own):
     context/context.json, context.vectors.npy   the context new documents are embedded with (CorpusContext)
     context/state.json                          {"doc_changes": N, "generation": G}: the doc store's change
                                                 counter when it was sampled, and how many were sampled before
 Each snapshot copies the context its vectors were made with (see indexing/snapshot.py), so a query is always
 encoded with the context of the snapshot it searches, and M1 never runs at query time.
 
-A refresh writes a new context here; every document whose vectors were made with another context is then
-stale, and `commit_collection` re-embeds stale documents before it publishes anything. A crash in the middle
-leaves the previous snapshot in force; whichever commit runs next finishes the work.
+A refresh is a reindex to the same embedder (indexing/reindex.py): when the corpus drifted, the ingest job that
+noticed queues one; it samples a new context from the serving generation's documents into a new generation,
+embeds every document there while the current generation keeps serving and taking writes, catches up, and
+switches, with progress, cancel, kill-and-resume and rollback as every reindex has them.
 """
 
 from __future__ import annotations
@@ -51,11 +52,18 @@ def current_context(coll: Collection) -> CorpusContext | None:
 
 
 def sample_context(
-    coll: Collection, embedder: Any, *, incoming: Sequence[dict[str, Any]] = (), seed: int = 0
+    coll: Collection,
+    embedder: Any,
+    *,
+    incoming: Sequence[dict[str, Any]] = (),
+    seed: int = 0,
+    source: Collection | None = None,
 ) -> CorpusContext:
     """J documents of the corpus (stored ones and those about to be stored), seeded; with replacement when
-    the corpus has fewer than J. Embedded by the first stage once, and saved as the collection's context."""
-    stored = coll.docstore.document_ids()
+    the corpus has fewer than J. Embedded by the first stage once, and saved as the collection's context.
+    `source`: the generation whose documents are the corpus, when `coll` is one being built from it."""
+    pool_of = source or coll
+    stored = pool_of.docstore.document_ids()
     known = set(stored)
     new = {str(d["id"]): passage_text(d.get("title") or "", d["text"]) for d in incoming if str(d["id"]) not in known}
     pool = stored + list(new)
@@ -64,13 +72,13 @@ def sample_context(
     j = int(embedder.corpus_context_size)
     rng = np.random.default_rng(seed)
     picks = [pool[i] for i in rng.choice(len(pool), size=j, replace=len(pool) < j)]
-    texts = coll.docstore.document_texts([p for p in picks if p in known])
+    texts = pool_of.docstore.document_texts([p for p in picks if p in known])
     texts.update(new)
     ctx = embedder.make_context(picks, [texts[p] for p in picks], corpus_documents=len(pool), seed=seed)
-    state = _read_state(coll)
     ctx.save(coll.root / CONTEXT_DIR)
-    # The incoming documents are in the sample already: their own upserts are not drift.
-    _write_state(coll, {"doc_changes": coll.docstore.doc_changes() + len(new), "generation": state["generation"] + 1})
+    # The incoming documents are in the sample already: their own upserts are not drift. `generation` counts
+    # samples (the next one is seeded with it).
+    _write_state(coll, {"doc_changes": coll.docstore.doc_changes() + len(new), "generation": seed + 1})
     log.info(
         "corpus context sampled",
         extra={"collection": coll.name, "context": ctx.id, "documents": len(pool), "j": j, "seed": seed},
@@ -92,13 +100,26 @@ def drift(coll: Collection, ctx: CorpusContext) -> float:
     return max(0, changed) / max(1, ctx.corpus_documents)
 
 
-def maybe_refresh(coll: Collection, embedder: Any, fraction: float) -> CorpusContext | None:
-    """A new context when the corpus drifted by more than `fraction`; the caller's commit re-embeds."""
+def refresh_due(coll: Collection, embedder: Any, fraction: float) -> bool:
+    """The corpus moved further than `fraction` from the sample the serving context came from."""
+    if not embedder.contextual:
+        return False
     ctx = current_context(coll)
-    if ctx is None or drift(coll, ctx) <= fraction:
-        return None
-    log.info("corpus drifted: refreshing the context", extra={"collection": coll.name, "drift": drift(coll, ctx)})
-    return sample_context(coll, embedder, seed=_read_state(coll)["generation"])
+    return ctx is not None and drift(coll, ctx) > fraction
+
+
+def context_for_generation(source: Collection, target: Collection, embedder: Any) -> CorpusContext:
+    """The context a generation being built from `source` embeds with: its own once sampled (a resumed reindex
+    keeps it), else a new sample of the source's documents, seeded one further than the source's."""
+    ctx = current_context(target)
+    if ctx is not None and ctx.fingerprint == embedder.fingerprint:
+        return ctx
+    return sample_context(target, embedder, seed=_read_state(source)["generation"] + 1, source=source)
+
+
+def settle_drift(coll: Collection) -> None:
+    """A generation just brought up to its source counts no drift: its context was sampled from that corpus."""
+    _write_state(coll, {**_read_state(coll), "doc_changes": coll.docstore.doc_changes()})
 
 
 def reembed_stale(

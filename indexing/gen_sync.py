@@ -4,7 +4,10 @@ Writes that arrive during a reindex go to the generation that serves, as always;
 comparing the two doc stores (the source of truth of each): a document the target lacks, or holds in another
 version (its content hash, under the target's chunking, differs), is embedded with the target's embedder; one the
 source no longer has is deleted. The comparison is the replay of every write since the reindex began, whatever
-process made it, with no log to keep; run again after a crash it finds only what is left to do (idempotent)."""
+process made it, with no log to keep; run again after a crash it finds only what is left to do (idempotent).
+
+A contextual (CDE) target embeds with a corpus context of its own, sampled from the source's documents when its
+build begins and kept across resumes (indexing/context.py): a CDE collection's context refresh is this copy."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from indexing.collection import Collection
-from indexing.context import commit_collection
+from indexing.context import commit_collection, context_for_generation, settle_drift
 from indexing.prepare import content_hash, prepare_documents
 from indexing.shards import ShardedCollection
 from models import Embedder
@@ -84,8 +87,11 @@ def sync(
 ) -> SyncOutcome:
     """Make the target hold the source's documents (see the module's doc), then publish the target when anything
     changed. The caller holds the target's writer lock. `on_progress(done, total)` counts source documents."""
-    if embedder.contextual:
-        raise ValueError("a reindex to a contextual (CDE) embedder is not supported")
+    context = None
+    if embedder.contextual:  # a CDE embedder: the target's own corpus context (a refresh samples a new one)
+        if isinstance(target, ShardedCollection):
+            raise ValueError(f"collection {target.name!r} is sharded: contextual embedders are not supported")
+        context = context_for_generation(source, target, embedder)
     todo, gone, same = pending(source, target)
     out = SyncOutcome(unchanged=same)
     total = same + len(todo)
@@ -108,7 +114,7 @@ def sync(
         records = source.documents(page)  # a document deleted since the comparison is left to the next pass
         docs = [{"id": r.doc_id, "title": r.title, "text": r.text, "metadata": r.metadata} for r in records.values()]
         if docs:
-            prepared = prepare_documents(docs, target, embedder)
+            prepared = prepare_documents(docs, target, embedder, context)
             if isinstance(target, ShardedCollection):
                 target.upsert(prepared)
             else:
@@ -116,6 +122,8 @@ def sync(
         out.embedded += len(docs)
         if on_progress is not None:
             on_progress(same + out.embedded, total)
+    if context is not None and not out.cancelled:
+        settle_drift(target)  # the copy's own writes are not drift
     if commit and out.changed:
         commit_collection(target, embedder)
     return out

@@ -9,14 +9,14 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from indexing.collection import Collection, CollectionNotFound
-from indexing.context import commit_collection, ensure_context, maybe_refresh
+from indexing.context import commit_collection, ensure_context, refresh_due
 from indexing.filters import Schema, value_fits
 from indexing.fusion_choice import after_ingest
 from indexing.generations import serving_writer
 from indexing.jobs import GENERATION_KINDS, TERMINAL, JobKind, JobStatus, JobStore
 from indexing.merger import after_commit
 from indexing.prepare import content_hash, prepare_documents
-from indexing.reindex import run_generation_job
+from indexing.reindex import queue_context_refresh, run_generation_job
 from indexing.settings import RayIngestOptions
 from indexing.shards import ShardedCollection
 from indexing.store import CollectionStore
@@ -37,11 +37,14 @@ def run_job(
     worker: str = "in-process",
     context_refresh_fraction: float = 0.5,
     ray: RayIngestOptions | None = None,
+    submit: Callable[[str], None] | None = None,
 ) -> JobStatus:
     """Run a job to its end. Safe to run again after a crash: upserts by id converge to the same state.
 
     With `ray` (the process's IndexingSettings.ray_ingest()), an upsert into a sharded collection is embedded
-    on that Ray cluster instead (indexing/ray_ingest.py); everything else runs here."""
+    on that Ray cluster instead (indexing/ray_ingest.py); everything else runs here. A job that leaves a CDE
+    collection's corpus drifted queues its context refresh through `submit` (the process's queue), or, with no
+    queue, runs it here after the job."""
     job = jobs.get(job_id)
     if job.status in TERMINAL:
         return job.status
@@ -80,14 +83,19 @@ def run_job(
             status = _run_batches(
                 job_id, job.kind, payload, coll, jobs, embedder, batch_size, commit_interval_s, on_progress
             )
-            if embedder.contextual and status == JobStatus.SUCCEEDED:
-                # The corpus moved far from the sample the context came from: sample again; the commit
-                # below re-embeds the collection, and searches use the previous segments meanwhile.
-                maybe_refresh(coll, embedder, context_refresh_fraction)
             commit_collection(coll, embedder)
+            # The corpus moved far from the sample the context came from: a reindex to the same embedder
+            # samples again and re-embeds into a new generation while this one keeps serving.
+            refresh = status == JobStatus.SUCCEEDED and refresh_due(coll, embedder, context_refresh_fraction)
         after_commit(collections, coll)  # searchable here at once; merges start in the background
         after_ingest(collections, coll, embedders)  # the fusion chosen again once the collection doubled
         jobs.finish(job_id, status)
+        if refresh:
+            refresh_id = queue_context_refresh(jobs, coll)
+            if refresh_id is not None and submit is not None:
+                submit(refresh_id)
+            elif refresh_id is not None:  # no queue (the CLI, tests): the refresh runs here, after this job
+                run_job(job_id=refresh_id, jobs=jobs, collections=collections, embedders=embedders)
         return status
     except CollectionNotFound:
         jobs.finish(job_id, JobStatus.CANCELLED, error=f"collection {job.collection!r} was deleted")

@@ -45,8 +45,8 @@ class IndexingSettings(BaseSettings):
     context_refresh_fraction: float = Field(
         0.5,
         gt=0,
-        description="CDE collections: resample the corpus context and re-embed when this fraction of "
-        "the corpus (documents written or deleted) changed since it was sampled",
+        description="CDE collections: queue a context refresh (a reindex to the same embedder, with a new corpus "
+        "context) when this fraction of the corpus (documents written or deleted) changed since it was sampled",
     )
     # Dense index of new collections (see indexing/dense.py): "auto" is flat below hnsw_threshold passages.
     dense_index: str = Field("auto", pattern="^(auto|flat|hnsw)$", description="auto, flat or hnsw")

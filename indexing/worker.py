@@ -15,7 +15,7 @@ from indexing import gpu_index
 from indexing.ingest import run_job
 from indexing.jobs import JobStore
 from indexing.logs import configure_logging
-from indexing.redis_queue import RedisWorker
+from indexing.redis_queue import RedisJobQueue, RedisWorker
 from indexing.reindex import clean_all
 from indexing.settings import IndexingSettings
 from indexing.store import CollectionStore
@@ -53,6 +53,8 @@ def main(*, name: str | None = None) -> int:
         log.info("collection checked", extra={"collection": coll_name, "outcome": outcome})
     clean_all(collections, jobs)  # generations of reindexes that are over; a running one resumes
 
+    producer = RedisJobQueue(settings.redis_url, stream=settings.queue_stream)
+
     def run(job_id: str, heartbeat: Callable[[], None]) -> object:
         return run_job(
             job_id=job_id,
@@ -65,6 +67,7 @@ def main(*, name: str | None = None) -> int:
             ray=settings.ray_ingest(),
             on_progress=lambda _done, _total: heartbeat(),
             worker=name,
+            submit=producer.submit,  # a CDE context refresh: a reindex job, taken by whichever worker is free
         )
 
     stop = threading.Event()

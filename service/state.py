@@ -57,6 +57,7 @@ def build_state(settings: Settings) -> AppState:
             commit_interval_s=settings.commit_interval_s,
             context_refresh_fraction=settings.context_refresh_fraction,
             ray=settings.ray_ingest(),
+            submit=lambda refresh_id: queue.submit(refresh_id),  # a CDE context refresh goes to the same queue
         )
 
     queue: JobQueue

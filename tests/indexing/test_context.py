@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-import indexing.context as context_mod
+import indexing.gen_sync as gen_sync
+from indexing import generations as gens
 from indexing.chunking import ChunkingParams
 from indexing.collection import Collection, CollectionSettings
 from indexing.context import current_context, drift
@@ -37,6 +38,11 @@ def cde_coll(tmp_path: Path, tiny_cde_dir: Path) -> tuple[CollectionStore, Colle
 def _ingest(store: CollectionStore, jobs: JobStore, embedders: EmbedderCache, docs: list[Any], **kw: Any) -> JobStatus:
     job = jobs.create(collection="c1", kind=JobKind.UPSERT, payload=docs)
     return run_job(job_id=job.id, jobs=jobs, collections=store, embedders=embedders, batch_size=3, **kw)
+
+
+def _reindex_jobs(jobs: JobStore) -> list[Any]:
+    rows = jobs._conn().execute("SELECT id FROM jobs WHERE kind = ?", (JobKind.REINDEX.value,)).fetchall()
+    return [jobs.get(r[0]) for r in rows]
 
 
 def _stored_vectors(coll: Collection) -> np.ndarray:
@@ -87,7 +93,7 @@ def test_queries_use_the_snapshot_context_and_m1_never_runs_at_query_time(
     assert [h.passage_id for h in res[0].hits][0] == int(got[0][0][0])
 
 
-def test_drift_refreshes_the_context_and_reembeds_while_the_old_snapshot_serves(
+def test_drift_refreshes_the_context_in_a_new_generation_while_the_old_one_serves(
     cde_coll: Any, tiny_cde_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store, coll, jobs, embedders = cde_coll
@@ -96,52 +102,46 @@ def test_drift_refreshes_the_context_and_reembeds_while_the_old_snapshot_serves(
     assert old is not None
     emb: CdeEmbedder = embedders.get(str(tiny_cde_dir))  # type: ignore[assignment]
     seen: list[str | None] = []
-    real = coll.docstore.replace_many
+    real = gen_sync.prepare_documents
 
-    def searching_replace(items: Any, context_id: str) -> int:
-        # Mid-refresh: searches still run, on the snapshot published before the refresh.
-        snap = coll.view()
-        seen.append(snap.context.id if snap.context else None)
-        assert search_batch(collection=coll, embedder=emb, queries=["topic1"], k=2, mode="hybrid")[0].hits
-        return real(items, context_id)
+    def searching_prepare(*args: Any, **kwargs: Any) -> Any:
+        # Mid-refresh: searches still run, on the serving generation and its old context.
+        serving = store.get("c1")
+        seen.append(serving.view().context.id if serving.view().context else None)
+        assert search_batch(collection=serving, embedder=emb, queries=["topic1"], k=2, mode="hybrid")[0].hits
+        return real(*args, **kwargs)
 
-    monkeypatch.setattr(context_mod, "REEMBED_DOCS", 3)
-    monkeypatch.setattr(coll.docstore, "replace_many", searching_replace)
+    monkeypatch.setattr(gen_sync, "PAGE", 3)
+    monkeypatch.setattr(gen_sync, "prepare_documents", searching_prepare)
     assert drift(coll, old) == 0.0
     assert _ingest(store, jobs, embedders, MORE, context_refresh_fraction=0.5) == JobStatus.SUCCEEDED
-    new = current_context(coll)
-    assert new is not None and new.id != old.id
-    assert seen and set(seen) == {old.id}  # the refresh ran in several transactions, old snapshot served
-    snap = coll.view()
-    assert snap.context is not None and snap.context.id == new.id
-    assert coll.docstore.count_stale(new.id) == 0
-    texts = [t for _, ts, _ in coll.docstore.iter_passages() for t in ts]
-    np.testing.assert_allclose(_stored_vectors(coll), emb.encode_documents(texts, context=new), atol=1e-5)
+    assert len(seen) >= 5 and set(seen) == {old.id}  # built in several steps while the old context served
+    serving = store.get("c1")
+    new = current_context(serving)
+    assert gens.generation_of(serving) == 1 and new is not None and new.id != old.id
+    assert serving.view().context is not None and serving.view().context.id == new.id
+    assert serving.docstore.count_stale(new.id) == 0 and drift(serving, new) == 0.0
+    assert sorted(serving.docstore.document_ids()) == sorted(d["id"] for d in DOCS + MORE)
+    texts = [t for _, ts, _ in serving.docstore.iter_passages() for t in ts]
+    np.testing.assert_allclose(_stored_vectors(serving), emb.encode_documents(texts, context=new), atol=1e-5)
+    (refresh,) = _reindex_jobs(jobs)
+    assert refresh.status == JobStatus.SUCCEEDED and refresh.result["reason"] == "context refresh"  # type: ignore[index]
+    assert gens.read_pointer(coll.root).previous == 0  # the old generation is kept for a rollback
+    # A small write afterwards drifts the new generation little: no second refresh.
+    assert _ingest(store, jobs, embedders, MORE[:1] + [{"id": "x", "text": "one more"}]) == JobStatus.SUCCEEDED
+    assert len(_reindex_jobs(jobs)) == 1
 
 
-def test_a_crash_during_refresh_is_finished_by_the_next_commit(
-    cde_coll: Any, tiny_cde_dir: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_refresh_goes_to_the_queue_once(cde_coll: Any) -> None:
     store, coll, jobs, embedders = cde_coll
     _ingest(store, jobs, embedders, DOCS)
-    old_version = coll.view().version
-    real = coll.docstore.replace_many
-    calls = {"n": 0}
-
-    def crash_second(items: Any, context_id: str) -> int:
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise RuntimeError("worker killed")
-        return real(items, context_id)
-
-    monkeypatch.setattr(context_mod, "REEMBED_DOCS", 3)
-    monkeypatch.setattr(coll.docstore, "replace_many", crash_second)
-    assert _ingest(store, jobs, embedders, MORE, context_refresh_fraction=0.5) == JobStatus.FAILED
-    new = current_context(coll)
-    assert new is not None and coll.docstore.count_stale(new.id) > 0  # half done
-    assert coll.view().version == old_version  # nothing mixed was published
-    assert "stale" in coll.check_consistency()  # the API at start-up does not publish mixed vectors either
-    monkeypatch.setattr(coll.docstore, "replace_many", real)
-    assert _ingest(store, jobs, embedders, MORE[:1]) == JobStatus.SUCCEEDED  # any later job finishes it
-    assert coll.docstore.count_stale(new.id) == 0
-    assert coll.view().context.id == new.id  # type: ignore[union-attr]
+    queued: list[str] = []
+    assert _ingest(store, jobs, embedders, MORE, context_refresh_fraction=0.5, submit=queued.append) == "succeeded"
+    (job_id,) = queued
+    assert jobs.get(job_id).kind == JobKind.REINDEX and jobs.get(job_id).status == JobStatus.QUEUED
+    more = [{"id": f"z{i}", "text": f"a third batch {i}"} for i in range(20)]
+    assert _ingest(store, jobs, embedders, more, context_refresh_fraction=0.5, submit=queued.append) == "succeeded"
+    assert queued == [job_id]  # the queued refresh samples the corpus as it is when it starts
+    assert run_job(job_id=job_id, jobs=jobs, collections=store, embedders=embedders) == JobStatus.SUCCEEDED
+    serving = store.get("c1")
+    assert gens.generation_of(serving) == 1 and len(serving.docstore.document_ids()) == len(DOCS + MORE + more)

@@ -10,15 +10,19 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+import pytest
+
 from indexing import generations as gens
 from indexing.chunking import ChunkingParams
 from indexing.collection import CollectionSettings
+from indexing.context import current_context
 from indexing.engine import LOCAL_FANOUT
 from indexing.engine import search as engine_search
 from indexing.ingest import run_job
 from indexing.jobs import JobKind, JobStatus, JobStore
 from indexing.ranking import RankRequest
-from indexing.reindex import clean_all
+from indexing.reindex import clean_all, queue_context_refresh
 from indexing.store import CollectionStore
 from models import EmbedderCache
 from tests.tiny_models import save_tiny_bert
@@ -39,18 +43,26 @@ def _hits(store: CollectionStore) -> list[str]:
     return [coll.passages({pid: 0 for _, _, pid in fused.top})[pid].doc_id for _, _, pid in fused.top]
 
 
-def test_sigkill_partway_then_resume(tmp_path: Path, tiny_embedder_dir: Path) -> None:
+@pytest.mark.parametrize("refresh", ["new embedder", "CDE context refresh"])
+def test_sigkill_partway_then_resume(tmp_path: Path, request: pytest.FixtureRequest, refresh: str) -> None:
+    cde = refresh == "CDE context refresh"
+    model = request.getfixturevalue("tiny_cde_dir" if cde else "tiny_embedder_dir")
     data = tmp_path / "data"
     store, jobs, embedders = CollectionStore(data), JobStore(data / "jobs.sqlite3"), EmbedderCache()
-    dim = embedders.get(str(tiny_embedder_dir)).dim
-    store.create(CollectionSettings(name="c", embedder=str(tiny_embedder_dir), dim=dim, chunking=ChunkingParams(32, 8)))
+    dim = embedders.get(str(model)).dim
+    store.create(CollectionSettings(name="c", embedder=str(model), dim=dim, chunking=ChunkingParams(32, 8)))
     job = jobs.create(collection="c", kind=JobKind.UPSERT, payload=DOCS)
     assert run_job(job_id=job.id, jobs=jobs, collections=store, embedders=embedders) == JobStatus.SUCCEEDED
     serving = _hits(store)
     root = data / "collections" / "c"
-    new_model = save_tiny_bert(tmp_path / "two")
-    spec = {"collection": "c", "embedder": str(new_model), "embedder_name": "two"}
-    job = jobs.create(collection="c", kind=JobKind.REINDEX, payload=[spec])
+    old_context = current_context(store.get("c"))
+    if cde:  # the same embedder, a new corpus context: what a drifted CDE collection queues by itself
+        new_model = model
+        job = jobs.get(queue_context_refresh(jobs, store.get("c")) or "")
+    else:
+        new_model = save_tiny_bert(tmp_path / "two")
+        spec = {"collection": "c", "embedder": str(new_model), "embedder_name": "two"}
+        job = jobs.create(collection="c", kind=JobKind.REINDEX, payload=[spec])
 
     proc = _runner(data, job.id, "--slow")
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
@@ -81,6 +93,15 @@ def test_sigkill_partway_then_resume(tmp_path: Path, tiny_embedder_dir: Path) ->
     assert gens.generation_of(coll) == 1 and coll.settings.embedder == str(new_model)
     assert sorted(coll.docstore.document_ids()) == sorted(d["id"] for d in DOCS)  # each document exactly once
     assert coll.docstore.counts()[1] == coll.view().n_live
+    if cde:  # every vector of the new generation made with its new context, which queries use too
+        ctx = current_context(coll)
+        assert ctx is not None and old_context is not None and ctx.id != old_context.id
+        assert coll.view().context is not None and coll.view().context.id == ctx.id
+        assert coll.docstore.count_stale(ctx.id) == 0 and done.result["reason"] == "context refresh"
+        texts = [t for _, ts, _ in coll.docstore.iter_passages() for t in ts]
+        stored = np.concatenate([emb for _, _, emb in coll.docstore.iter_passages()])
+        fresh = embedders.get(str(model)).encode_documents(texts, context=ctx)
+        np.testing.assert_allclose(stored, fresh, atol=1e-5)
     clean_all(store, jobs)
     assert gens.on_disk(root) == [0, 1]  # the new one and the one kept for rollback: two at most
     assert sorted(p.name for p in (root / "generations").iterdir()) == ["1"]  # no half-built or trashed leftovers

@@ -1,0 +1,67 @@
+"""`vela datasets add|list|remove`: the judged query sets a gated reindex may name (`--gate NAME`, or
+`"gate": {"dataset": NAME}` in POST /collections/{name}/reindex)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+
+def add_parser(sub: Any) -> None:
+    ds = sub.add_parser("datasets", help="judged query sets for gated reindexes (<data dir>/datasets)")
+    ds.add_argument("--data-dir", default=None, help="data directory (default VELA_DATA_DIR or ./.vela)")
+    cmds = ds.add_subparsers(dest="datasets_command", required=True)
+    add = cmds.add_parser("add", help="copy a BEIR folder's queries.jsonl and qrels/ in under NAME")
+    add.add_argument("name", help="1-64 letters, digits, '-', '_' or '.', not starting with '.'")
+    add.add_argument("path", help="a BEIR-layout folder (queries.jsonl, qrels/<split>.tsv)")
+    add.set_defaults(func=_add)
+    ls = cmds.add_parser("list", help="every dataset: name, splits, queries, judged queries per split")
+    ls.set_defaults(func=_list)
+    rm = cmds.add_parser("remove", help="delete a dataset")
+    rm.add_argument("name")
+    rm.set_defaults(func=_remove)
+
+
+def _data_dir(args: argparse.Namespace) -> Path:
+    return Path(args.data_dir or os.environ.get("VELA_DATA_DIR") or ".vela").expanduser().resolve()
+
+
+def _fail(message: str) -> int:
+    print(f"vela datasets: {message}", file=sys.stderr)
+    return 2
+
+
+def _add(args: argparse.Namespace) -> int:
+    from indexing.datasets import InvalidDataset, register_dataset
+
+    try:
+        entry = register_dataset(_data_dir(args), args.name, Path(args.path))
+    except InvalidDataset as exc:
+        return _fail(str(exc))
+    print(json.dumps(asdict(entry)))
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    from indexing.datasets import list_datasets
+
+    for entry in list_datasets(_data_dir(args)):
+        print(json.dumps(asdict(entry)))
+    return 0
+
+
+def _remove(args: argparse.Namespace) -> int:
+    from indexing.datasets import remove_dataset
+    from indexing.gate import UnknownDataset
+
+    try:
+        remove_dataset(_data_dir(args), args.name)
+    except UnknownDataset:
+        return _fail(f"no dataset named {args.name!r}")
+    print(json.dumps({"removed": args.name}))
+    return 0
