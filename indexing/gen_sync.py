@@ -17,7 +17,7 @@ from typing import Any
 
 from indexing.collection import Collection
 from indexing.context import commit_collection, context_for_generation, settle_drift
-from indexing.prepare import content_hash, prepare_documents
+from indexing.prepare import content_hash, prepare_documents, rewrite_if_only_metadata
 from indexing.shards import ShardedCollection
 from models import Embedder
 
@@ -27,13 +27,14 @@ PAGE = 256  # documents read, embedded and stored per step (a cancel or a kill l
 @dataclass
 class SyncOutcome:
     embedded: int = 0  # documents (re-)embedded into the target
+    rewritten: int = 0  # documents whose metadata alone changed: rewritten in the target, not embedded
     deleted: int = 0  # documents deleted from the target
     unchanged: int = 0
     cancelled: bool = False
 
     @property
     def changed(self) -> int:
-        return self.embedded + self.deleted
+        return self.embedded + self.rewritten + self.deleted
 
 
 def stored_hashes(coll: Collection) -> dict[str, str]:
@@ -113,6 +114,9 @@ def sync(
             break
         records = source.documents(page)  # a document deleted since the comparison is left to the next pass
         docs = [{"id": r.doc_id, "title": r.title, "text": r.text, "metadata": r.metadata} for r in records.values()]
+        n = len(docs)
+        docs = rewrite_if_only_metadata(target, docs) if docs else docs  # a metadata change is not embedded again
+        out.rewritten += n - len(docs)
         if docs:
             prepared = prepare_documents(docs, target, embedder, context)
             if isinstance(target, ShardedCollection):
@@ -121,7 +125,7 @@ def sync(
                 target.docstore.upsert(prepared)
         out.embedded += len(docs)
         if on_progress is not None:
-            on_progress(same + out.embedded, total)
+            on_progress(same + out.embedded + out.rewritten, total)
     if context is not None and not out.cancelled:
         settle_drift(target)  # the copy's own writes are not drift
     if commit and out.changed:

@@ -15,7 +15,7 @@ from indexing.fusion_choice import after_ingest
 from indexing.generations import serving_writer
 from indexing.jobs import GENERATION_KINDS, TERMINAL, JobKind, JobStatus, JobStore
 from indexing.merger import after_commit
-from indexing.prepare import content_hash, prepare_documents
+from indexing.prepare import content_hash, prepare_documents, rewrite_if_only_metadata
 from indexing.reindex import queue_context_refresh, run_generation_job
 from indexing.settings import RayIngestOptions
 from indexing.shards import ShardedCollection
@@ -174,7 +174,7 @@ def _run_batches(
         else:
             stored = coll.docstore.content_hashes([d["id"] for d in batch])
         changed = [d for d in batch if stored.get(d["id"]) != content_hash(d, coll.settings.chunking)]
-        changed = _rewrite_if_only_metadata(coll, changed) if changed else changed
+        changed = rewrite_if_only_metadata(coll, changed) if changed else changed
         if changed:
             prepared = prepare_documents(changed, coll, embedder, context)
             if isinstance(coll, ShardedCollection):
@@ -196,22 +196,6 @@ class SchemaMismatch(ValueError):
 
 
 MAX_NAMED = 10  # offending documents a failed schema job names
-
-
-def _rewrite_if_only_metadata(coll: Collection, docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Changed documents whose stored title and text are the same get their new metadata without re-embedding,
-    as PATCH does; the others are returned, to embed."""
-    stored = coll.documents([d["id"] for d in docs])
-    same, rest = [], []
-    for d in docs:
-        rec = stored.get(d["id"])
-        if rec is not None and rec.title == (d.get("title") or "") and rec.text == d["text"]:
-            same.append((rec.doc_id, d.get("metadata") or {}, content_hash(d, coll.settings.chunking)))
-        else:
-            rest.append(d)
-    if same:
-        coll.rewrite_metadata(same)
-    return rest
 
 
 def _patch(coll: Collection, payload: list[Any]) -> None:

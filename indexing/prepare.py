@@ -31,6 +31,22 @@ def prepare_documents(
     return chunk_and_embed(docs, chunking=coll.settings.chunking, embedder=embedder, context=context)
 
 
+def rewrite_if_only_metadata(coll: Collection, docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Changed documents whose stored title and text are the same get their new metadata without re-embedding,
+    as PATCH does; the others are returned, to embed."""
+    stored = coll.documents([d["id"] for d in docs])
+    same, rest = [], []
+    for d in docs:
+        rec = stored.get(d["id"])
+        if rec is not None and rec.title == (d.get("title") or "") and rec.text == d["text"]:
+            same.append((rec.doc_id, d.get("metadata") or {}, content_hash(d, coll.settings.chunking)))
+        else:
+            rest.append(d)
+    if same:
+        coll.rewrite_metadata(same)
+    return rest
+
+
 _CHUNKERS: dict[int, tuple[Any, threading.Lock, Any]] = {}
 _CHUNKERS_LOCK = threading.Lock()
 

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+import indexing.gen_sync as gen_sync
 from indexing import generations as gens
 from indexing.chunking import ChunkingParams
 from indexing.collection import CollectionSettings
@@ -113,6 +114,29 @@ def test_writes_after_the_build_reach_the_new_generation_at_promotion(
     assert "n1" in hashes and "d0" not in hashes and "d1" not in hashes and len(hashes) == len(DOCS) - 1
     assert coll.document("d2").text == "rewritten"  # type: ignore[union-attr]
     assert coll.view().seq == coll.docstore.seq()  # published: searches see it
+
+
+def test_a_metadata_change_during_a_reindex_is_not_embedded_again(
+    env: dict[str, Any], second_embedder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, root = env["store"], env["root"]
+    _reindex(env, second_embedder, promote="manual")
+    patch = [{"id": "d3", "metadata": {"year": 2024}, "mode": "merge"}]
+    assert _job(env, JobKind.PATCH, patch) == JobStatus.SUCCEEDED
+    before = gens.open_generation(root, 1).document("d3")
+    embedded: list[str] = []
+    real = gen_sync.prepare_documents
+    monkeypatch.setattr(
+        gen_sync,
+        "prepare_documents",
+        lambda docs, *a, **kw: embedded.extend(d["id"] for d in docs) or real(docs, *a, **kw),
+    )
+    assert _job(env, JobKind.PROMOTE, [{"collection": "c"}]) == JobStatus.SUCCEEDED
+    coll = store.get("c")
+    after = coll.document("d3")
+    assert gens.generation_of(coll) == 1 and embedded == []  # caught up without the encoder
+    assert after is not None and before is not None and after.metadata == {"year": 2024}
+    assert stored_hashes(coll)["d3"] == stored_hashes(gens.open_generation(root, 0))["d3"]
 
 
 def test_a_writer_that_waited_through_a_switch_writes_the_new_generation(
