@@ -2,13 +2,15 @@
 
 The same N short documents (SciFact sentences: one passage each) go through
 1. the bare encoders in this process: `encode_documents` on the passage texts, nothing else: the default (ONNX
-   Runtime int8), torch fp32 and torch bf16 (autocast; whether bf16 pays depends on the CPU: AMX, or not),
-   interleaved over `--rounds` rounds;
+   Runtime; documents through the int8 graph quantized per token), the same with VELA_DOCUMENT_PRECISION=fp32
+   (the fp32 document graph, the default before), torch fp32 and torch bf16 (autocast; whether bf16 pays
+   depends on the CPU: AMX, or not), interleaved over `--bare-rounds` rounds;
 2. the product: `POST /index` to a real `vela serve` (embedded default: the in-process worker chunks, embeds,
-   stores and publishes the indexes), timed from the request to the job's success; once with the default
-   settings and once with VELA_ENCODER=torch (the baseline: how ingest ran before), interleaved per round.
-Ratios: product / bare encoder per arm, and default / torch. The growth of the server's peak RSS per 100k
-passages (from two half-size jobs) comes along, and the load average at start and end.
+   stores and publishes the indexes), timed from the request to the job's success; with the default settings,
+   with VELA_DOCUMENT_PRECISION=fp32 and with VELA_ENCODER=torch (how ingest ran before ONNX), interleaved per
+   round.
+Ratios: product / bare encoder per arm, default / torch and default / fp32 documents. The growth of the server's
+peak RSS per 100k passages (from two half-size jobs) comes along, and the load average at start and end.
 
     vela bench ingest --docs 4000 --out bench/results/ingest.json
 """
@@ -57,18 +59,27 @@ def rss_per_100k(small_run_slope_mb: float) -> dict[str, Any]:
     return {"rss_mb_per_100k": round(slope * 100_000, 1), "rss_source": "bench/results/ingest-rss.json", **here}
 
 
-ENCODERS = {"onnx-default": ("onnx", "fp32"), "torch-fp32": ("torch", "fp32"), "torch-bf16": ("torch", "bf16")}
-ARMS = {"default": {}, "torch": {"VELA_ENCODER": "torch"}}
+ENCODERS = {
+    "onnx-default": ("onnx", "fp32"),
+    "onnx-fp32-documents": ("onnx", "fp32"),  # the same export, its fp32 document graph
+    "torch-fp32": ("torch", "fp32"),
+    "torch-bf16": ("torch", "bf16"),
+}
+ARMS = {"default": {}, "fp32-documents": {"VELA_DOCUMENT_PRECISION": "fp32"}, "torch": {"VELA_ENCODER": "torch"}}
 
 
 def bare_encoders_docs_per_s(texts: list[str], rounds: int) -> dict[str, float]:
     """docs/s of each bare encoder on `texts`, the median over interleaved rounds."""
     from models import EmbedderCache
+    from models.embedder.onnx_embedder import OnnxEmbedder
+    from models.loading import packaged_onnx_dir
 
     embedders = {
         name: EmbedderCache(encoder=encoder, precision=precision).get("default")
         for name, (encoder, precision) in ENCODERS.items()
+        if name != "onnx-fp32-documents"
     }
+    embedders["onnx-fp32-documents"] = OnnxEmbedder.from_dir(packaged_onnx_dir(), document_precision="fp32")
     rates: dict[str, list[float]] = {name: [] for name in embedders}
     for e in embedders.values():
         e.encode_documents(texts[:64])  # warm up
@@ -121,7 +132,9 @@ def ingest_once(docs: list[dict[str, str]], env: dict[str, str]) -> dict[str, An
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--docs", type=int, default=4000)
-    ap.add_argument("--rounds", type=int, default=1, help="interleaved rounds of (default, torch) server ingests")
+    ap.add_argument(
+        "--rounds", type=int, default=1, help="interleaved rounds of (default, fp32-documents, torch) server ingests"
+    )
     ap.add_argument("--bare-texts", type=int, default=1000, help="texts each bare encoder embeds per round")
     ap.add_argument("--bare-rounds", type=int, default=3, help="interleaved rounds of the bare encoders")
     ap.add_argument("--out", type=Path, default=Path("bench/results/ingest.json"))
@@ -135,23 +148,31 @@ def main(argv: list[str] | None = None) -> None:
             runs[arm].append(ingest_once(docs, env))
             print(json.dumps({"arm": arm, **runs[arm][-1]}), flush=True)
     best = {arm: max(r, key=lambda x: x["docs_per_s"]) for arm, r in runs.items()}
-    default, torch_arm = best["default"], best["torch"]
+    default, torch_arm, fp32_docs = best["default"], best["torch"], best["fp32-documents"]
     result: dict[str, Any] = {
         "docs": default["docs"],
         "passages": default["passages"],
         "seconds": default["seconds"],
         "docs_per_s": default["docs_per_s"],
         "torch_docs_per_s": torch_arm["docs_per_s"],
+        "fp32_documents_docs_per_s": fp32_docs["docs_per_s"],
         "ratio_default_vs_torch": round(default["docs_per_s"] / torch_arm["docs_per_s"], 3),
+        "ratio_default_vs_fp32_documents": round(default["docs_per_s"] / fp32_docs["docs_per_s"], 3),
         "ratio_vs_recorded_101_6": round(default["docs_per_s"] / 101.6, 3),
         "bare_encoder_docs_per_s": encoders,
         "ratio_vs_bare_encoder": round(default["docs_per_s"] / encoders["onnx-default"], 3),
+        "fp32_documents_ratio_vs_bare_encoder": round(fp32_docs["docs_per_s"] / encoders["onnx-fp32-documents"], 3),
+        "bare_default_vs_fp32_documents": round(encoders["onnx-default"] / encoders["onnx-fp32-documents"], 3),
         "torch_ratio_vs_bare_encoder": round(torch_arm["docs_per_s"] / encoders["torch-fp32"], 3),
         "bf16_vs_fp32_torch_encoder": round(encoders["torch-bf16"] / encoders["torch-fp32"], 3),
         **rss_per_100k(default["slope_mb"]),
         "peak_rss_mb": default["peak_rss_mb"],
         "runs": {arm: [{k: v for k, v in x.items() if k != "slope_mb"} for x in r] for arm, r in runs.items()},
-        "arms": {"default": "the settings of a fresh clone (ONNX Runtime int8)", "torch": ARMS["torch"]},
+        "arms": {
+            "default": "the settings of a fresh clone (ONNX Runtime: int8 queries, documents int8 per token)",
+            "fp32-documents": ARMS["fp32-documents"],
+            "torch": ARMS["torch"],
+        },
         "note": "server ingest: best of --rounds per arm; bare encoders: median of --bare-rounds interleaved rounds "
         "on the first --bare-texts texts",
         **started,

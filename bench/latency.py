@@ -128,11 +128,18 @@ def closed_loop(base: str, bodies: list[dict[str, Any]], concurrency: int, secon
                 stages.append(parse_server_timing(r.headers.get("server-timing", "")))
                 i += concurrency
 
-    t0, cpu0 = time.perf_counter(), server_cpu_s(base)
+    t0, cpu0, own0 = time.perf_counter(), server_cpu_s(base), time.process_time()
     with ThreadPoolExecutor(concurrency) as pool:
         list(pool.map(client_loop, range(concurrency)))
     wall, cpu = time.perf_counter() - t0, server_cpu_s(base) - cpu0
-    return {"latencies": latencies, "stages": stages, "wall": wall, "server_cpu_s": cpu}
+    # This process is the load generator: its CPU while the clients ran (the servers are other processes).
+    return {
+        "latencies": latencies,
+        "stages": stages,
+        "wall": wall,
+        "server_cpu_s": cpu,
+        "client_cpu_s": time.process_time() - own0,
+    }
 
 
 def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -148,6 +155,11 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
         # what one request costs the server in CPU, whatever else runs: on 2 cores, 2000 / this is the most q/s
         # the server could answer with both cores its own and no client beside it
         "server_cpu_ms_per_request": round(1000.0 * sum(r["server_cpu_s"] for r in runs) / max(lat.size, 1), 2),
+        # the load generator's share (httpx clients in threads, this process): server + client is what one
+        # request costs the machine when both run on it
+        "client_cpu_ms_per_request": round(
+            1000.0 * sum(r.get("client_cpu_s", 0.0) for r in runs) / max(lat.size, 1), 2
+        ),
         "server_timing_p50_ms": {n: round(float(np.median([s.get(n, 0.0) for s in stages])), 3) for n in names},
     }
 

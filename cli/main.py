@@ -142,6 +142,7 @@ BENCHES: dict[str, tuple[str, str]] = {
     "ingest-latency": ("bench.ingest_latency", "search p99 while a large ingest runs vs idle"),
     "ingest-rss": ("bench.ingest_rss", "peak RSS of large ingests"),
     "onnx": ("bench.onnx_parity", "ONNX int8 encoder vs torch: cosine and latency"),
+    "encoder-quality": ("bench.encoder_quality", "the default encoder vs torch fp32: NDCG@10 per dataset and mode"),
     "moe-throughput": ("bench.moe_throughput", "upcycled MoE embedder vs its dense source: encode texts/s"),
     "ray-scifact": ("bench.ray_scifact", "sharded on a 2-node Ray cluster vs one node: top-10, ingest, fan-out"),
     "incremental": ("bench.incremental", "POST /index to searchable per 50-doc commit vs a full rebuild; 1M flat"),

@@ -12,6 +12,7 @@ first appearance (the runs in the order given, each best first), as the engine's
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
@@ -130,17 +131,81 @@ def normalized_sum(
 ) -> list[tuple[Hashable, float]]:
     """sum over runs of w_run * norm_run(d), each run cut to `depth` and normalised over what is kept; a unit
     missing from a run gets that run's minimum (see normalize). Ties keep the order of first appearance."""
-    cut = {name: list(run[:depth]) for name, run in runs.items()}
+    keys = {name: [key for key, _ in run[:depth]] for name, run in runs.items()}
+    scores = {name: [float(s) for _, s in run[:depth]] for name, run in runs.items()}
+    fused = normalized_columns(keys, scores, weights, normalization=normalization)
+    if fused is None:
+        return _normalized_sum_loop(keys, scores, weights, normalization=normalization)
+    units, total = fused
+    return [(units[i], float(total[i])) for i in np.argsort(-total, kind="stable").tolist()]
+
+
+def normalized_columns(
+    keys: Mapping[str, Sequence[Hashable]],
+    scores: Mapping[str, Sequence[float]],
+    weights: Mapping[str, float],
+    *,
+    normalization: Normalization,
+) -> tuple[list[Hashable], np.ndarray] | None:
+    """`normalized_sum` over runs given as parallel lists (already cut), unsorted: every unit in order of first
+    appearance and its fused score (float64). The same operations in the same order as the loop over units
+    (`_normalized_sum_loop`), done a run at a time in numpy, so the scores are equal bit for bit. None when a
+    run names a unit twice (the loop's last-one-wins is left to the loop)."""
+    if any(len(set(k)) != len(k) for k in keys.values()):
+        return None
+    units = list(dict.fromkeys(itertools.chain.from_iterable(keys.values())))
+    position = dict(zip(units, range(len(units)), strict=True))
+    total = np.zeros(len(units))
+    for name, run_keys in keys.items():  # the runs in the order given: the same sum as the loop's
+        values, floor = _normalize_array(scores[name], normalization)
+        column = np.full(len(units), floor)
+        column[list(map(position.__getitem__, run_keys))] = values
+        total = total + float(weights.get(name, 0.0)) * column
+    return units, total
+
+
+def _normalize_array(scores: Sequence[float], method: Normalization) -> tuple[np.ndarray, float]:
+    """`normalize` as a float64 array: elementwise the same IEEE operations (the sums stay math.fsum's)."""
+    n = len(scores)
+    if n == 0:
+        return np.empty(0), 0.0
+    lo, hi = min(scores), max(scores)
+    if hi <= lo:
+        return np.ones(n), 0.0
+    s = np.asarray(scores, dtype=np.float64)
+    if method == "minmax":
+        out = (s - lo) / (hi - lo)
+    else:
+        mean = math.fsum(scores) / n
+        std = math.sqrt(math.fsum([(x - mean) ** 2 for x in scores]) / n)
+        if method == "zscore":
+            out = (s - mean) / std
+        elif method == "dbsf":
+            low = mean - 3.0 * std
+            out = np.minimum(1.0, np.maximum(0.0, (s - low) / (6.0 * std)))
+        else:
+            raise ValueError(f"unknown normalization {method!r}")
+    return out, float(out.min())
+
+
+def _normalized_sum_loop(
+    keys: Mapping[str, Sequence[Hashable]],
+    scores: Mapping[str, Sequence[float]],
+    weights: Mapping[str, float],
+    *,
+    normalization: Normalization,
+) -> list[tuple[Hashable, float]]:
+    """normalized_sum one unit at a time (any run, a unit named twice in one included: the last one counts)."""
     normed: dict[str, tuple[dict[Hashable, float], float]] = {}
     order: dict[Hashable, None] = {}  # every unit, in order of first appearance
-    for name, run in cut.items():
-        values, floor = normalize([float(s) for _, s in run], normalization)
-        normed[name] = ({key: v for (key, _), v in zip(run, values, strict=True)}, floor)
-        order.update((key, None) for key, _ in run)
+    for name, run_keys in keys.items():
+        values, floor = normalize(scores[name], normalization)
+        normed[name] = (dict(zip(run_keys, values, strict=True)), floor)
+        order.update((key, None) for key in run_keys)
     fused = []
     for key in order:
         total = 0.0
-        for name in cut:  # the runs in the order given: the same sum, bit for bit, every time
+        for name in keys:  # the runs in the order given: the same sum, bit for bit, every time
             by_key, floor = normed[name]
             total += float(weights.get(name, 0.0)) * by_key.get(key, floor)
         fused.append((key, total))
@@ -169,6 +234,42 @@ def fuse_runs(
     return reciprocal_rank_fusion(
         {name: [key for key, _ in run] for name, run in runs.items()}, k=rrf_k, depth=depth, weights=weights
     )
+
+
+def fused_columns(
+    keys: Mapping[str, Sequence[Hashable]],
+    scores: Mapping[str, Sequence[float]],
+    spec: FusionSpec,
+    *,
+    rrf_k: int = 60,
+    depth: int = 200,
+    weights: Mapping[str, float] | None = None,
+) -> tuple[list[Hashable], np.ndarray] | None:
+    """`fuse_runs` for RRF and convex over runs given as parallel key and score lists, unsorted: every unit in
+    order of first appearance and its fused score, equal bit for bit to fuse_runs' (a stable sort by descending
+    score gives fuse_runs' list). None where fuse_runs must do it: the single-list methods, a run naming a unit
+    twice."""
+    cut = {name: run[:depth] for name, run in keys.items()}
+    if spec.method == "convex":
+        alpha = 0.5 if spec.alpha is None else spec.alpha
+        return normalized_columns(
+            cut,
+            {name: scores[name][:depth] for name in cut},
+            {"dense": alpha, "bm25": 1.0 - alpha},
+            normalization=spec.normalization,
+        )
+    if spec.method != "rrf" or any(len(set(run)) != len(run) for run in cut.values()):
+        return None
+    if spec.alpha is not None:
+        weights = {"dense": 2.0 * spec.alpha, "bm25": 2.0 * (1.0 - spec.alpha)}
+    units = list(dict.fromkeys(itertools.chain.from_iterable(cut.values())))
+    position = dict(zip(units, range(len(units)), strict=True))
+    total = np.zeros(len(units))
+    for name, run in cut.items():  # as reciprocal_rank_fusion: 0.0, then each run's w / (k + rank) in turn
+        w = 1.0 if weights is None else float(weights.get(name, 1.0))
+        rows = np.fromiter(map(position.__getitem__, run), np.int64, count=len(run))
+        total[rows] = total[rows] + w / (rrf_k + np.arange(1, len(run) + 1))
+    return units, total
 
 
 def fusion_in_force(

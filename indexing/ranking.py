@@ -16,7 +16,7 @@ import numpy as np
 
 from indexing import stage_clock
 from indexing.filters import Node
-from indexing.fusion import FusionSpec, fuse_runs
+from indexing.fusion import FusionSpec, fuse_runs, fused_columns
 from indexing.postings import TermStats
 from indexing.shard_view import Lists, ShardView
 
@@ -63,17 +63,10 @@ def group(lists: Lists, key_of: Callable[[np.ndarray], np.ndarray] | None, n: in
     """Per query: the first n distinct units of a (score desc, passage id) list."""
     out: list[Ranked] = []
     for pids, scores in lists:
-        keys = key_of(pids).tolist() if key_of is not None and len(pids) else pids.tolist()
-        seen: set[Any] = set()
-        ranked: Ranked = []
-        for key, pid, score in zip(keys, pids.tolist(), scores.tolist(), strict=True):
-            if key in seen:
-                continue
-            seen.add(key)
-            ranked.append((key, float(score), pid))
-            if len(ranked) == n:
-                break
-        out.append(ranked)
+        keys = key_of(pids) if key_of is not None and len(pids) else pids
+        # Each unit's first passage in list order: np.unique's first indices, put back in list order.
+        first = np.sort(np.unique(keys, return_index=True)[1])[:n]
+        out.append(list(zip(keys[first].tolist(), scores[first].tolist(), pids[first].tolist(), strict=True)))
     return out
 
 
@@ -135,6 +128,11 @@ def merge_shards(per_shard: Sequence[dict[str, Ranked]], n: int) -> tuple[dict[s
     (shard, key) since local keys repeat across shards. Also each passage's shard."""
     merged: dict[str, Ranked] = {}
     shard_of: dict[int, int] = {}
+    if len(per_shard) == 1:  # one shard's runs are in (score desc, passage id) order already: nothing to merge
+        for name, run in per_shard[0].items():
+            merged[name] = [((0, key), score, pid) for key, score, pid in run[:n]]
+            shard_of.update(dict.fromkeys([pid for _, _, pid in run], 0))
+        return merged, shard_of
     for name in per_shard[0] if per_shard else ():
         units = [((s, key), score, pid) for s, runs in enumerate(per_shard) for key, score, pid in runs[name]]
         units.sort(key=lambda u: (-u[1], u[2]))
@@ -147,15 +145,23 @@ def merge_shards(per_shard: Sequence[dict[str, Ranked]], n: int) -> tuple[dict[s
 
 def fuse(per_run: dict[str, Ranked], req: RankRequest) -> tuple[Ranked, dict[str, dict[Any, int]]]:
     """One query's top k, and each unit's rank in each run."""
-    ranks = {name: {key: i + 1 for i, (key, _, _) in enumerate(r)} for name, r in per_run.items()}
+    keys = {name: [key for key, _, _ in r] for name, r in per_run.items()}
+    ranks = {name: dict(zip(k, range(1, len(k) + 1), strict=True)) for name, k in keys.items()}
     if req.mode != "hybrid":
         return per_run[req.mode][: req.k], ranks
-    rep = {}  # the passage shown for a fused unit: its best dense passage, else its best BM25 one
+    rep: dict[Any, int] = {}  # the passage shown for a fused unit: its best dense passage, else its best BM25 one
     for name in ("bm25", "dense"):
-        rep.update({key: pid for key, _, pid in per_run.get(name, [])})
+        rep.update(zip(keys.get(name, []), [pid for _, _, pid in per_run.get(name, [])], strict=True))
+    spec = req.fusion or FusionSpec()
+    scores = {name: [float(score) for _, score, _ in r] for name, r in per_run.items()}
+    columns = fused_columns(keys, scores, spec, rrf_k=req.rrf_k, depth=req.depth, weights=req.weights)
+    if columns is not None:  # the same scores as fuse_runs', without sorting the units below the k best
+        units, total = columns
+        best = np.argsort(-total, kind="stable")[: req.k].tolist()
+        return [(units[i], float(total[i]), rep[units[i]]) for i in best], ranks
     fused = fuse_runs(
         {name: [(key, score) for key, score, _ in r] for name, r in per_run.items()},
-        req.fusion or FusionSpec(),
+        spec,
         rrf_k=req.rrf_k,
         depth=req.depth,
         weights=req.weights,

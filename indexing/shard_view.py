@@ -53,6 +53,7 @@ EF_WIDEN_MAX = 2.0
 SCAN_ROWS_KEPT = 50_000  # a narrowed segment keeps its passing row numbers up to this many (400 KB)
 SINGLE_THREAD_BELOW = 8  # queries per call under which FAISS runs on the calling thread only
 FILTER_CACHE = 64  # filters whose scopes a view keeps (about 2 bits a row each)
+DOC_TABLE_SLACK = 4  # a passage -> document table when the largest id is under this many times the passages
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,13 @@ class ShardView:
         docs = np.concatenate([p.seg.docs for p in parts]) if parts else np.empty(0, np.int64)
         order = np.argsort(pids, kind="stable")
         self._pids, self._docs = pids[order], docs[order]
+        # Passage ids are dense in a shard that has not been rewritten much: then a table indexed by id answers
+        # doc_numbers with one gather instead of a binary search per id (~50 µs for a hybrid list of 600).
+        span = int(self._pids[-1]) + 1 if self._pids.shape[0] and self._pids[0] >= 0 else 0
+        self._doc_of: np.ndarray | None = None
+        if 0 < span <= DOC_TABLE_SLACK * self._pids.shape[0]:
+            self._doc_of = np.zeros(span, dtype=self._docs.dtype)
+            self._doc_of[self._pids] = self._docs
         # The targets' rows numbered one after another, for BM25 over all of them in one pass.
         t = self.targets
         self._bases = np.cumsum([0] + [len(x.pids) for x in t[:-1]]).astype(np.int64) if t else np.empty(0, np.int64)
@@ -331,6 +339,8 @@ class ShardView:
 
     def doc_numbers(self, pids: np.ndarray) -> np.ndarray:
         """Document number of each passage id (every id asked for is in one of this view's segments)."""
+        if self._doc_of is not None:
+            return self._doc_of[pids]  # type: ignore[no-any-return]
         return self._docs[np.searchsorted(self._pids, pids)]  # type: ignore[no-any-return]
 
 

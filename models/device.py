@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+from pathlib import Path
 
 log = logging.getLogger("vela.device")
 
@@ -112,3 +113,15 @@ def pin_visible_device(setting: str) -> str:
         raise DeviceError(f"VELA_DEVICE={setting} but CUDA_VISIBLE_DEVICES={visible} names {len(ids)} device(s)")
     os.environ["CUDA_VISIBLE_DEVICES"] = ids[index] if ids is not None else str(index)
     return "cuda"
+
+
+def cpu_has_vnni() -> bool:
+    """True where the CPU multiplies u8 x s8 without saturating (AVX-512 VNNI or AVX-VNNI; read on Linux).
+
+    Without it the int8 kernels add u8 x s8 products in pairs into int16, which full 8-bit weights can
+    overflow: the per-token document graph then keeps its weights to 7 bits."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return " avx512_vnni" in flags or " avx_vnni" in flags

@@ -26,9 +26,15 @@ from models.embedder.modeling_embedder import Embedder
 log = logging.getLogger("vela.embedder")
 
 MODEL_FILE = "model.onnx"
-# Optional: the graph documents go through, when it differs from the queries' (the packaged default keeps its
-# documents in fp32: stored vectors then equal torch fp32's, and only the query side carries int8 error).
+# Optional: the graph documents go through, when it differs from the queries' (the packaged default's is int8
+# per token: see models/packaged_onnx.py; an fp32 one keeps stored vectors equal to torch fp32's).
 DOCUMENT_MODEL_FILE = "model.documents.onnx"
+# Beside a quantized document graph: the fp32 one, for VELA_DOCUMENT_PRECISION=fp32 (no new export needed).
+DOCUMENT_FP32_MODEL_FILE = "model.documents.fp32.onnx"
+DOCUMENT_PRECISION_ENV = "VELA_DOCUMENT_PRECISION"
+DOCUMENT_PRECISIONS = ("auto", "fp32")  # auto: the directory's model.documents.onnx, whatever it holds
+# The precision tag of a graph quantized per token (models/onnx_export.py `_quantize_per_token`).
+TOKEN_INT8 = "int8-token"
 OUTPUT_NAME = "last_hidden_state"
 # Custom metadata key in model.onnx: "int8" (dynamic quantization) or "fp32"; it becomes `precision`.
 PRECISION_KEY = "vela_precision"
@@ -48,6 +54,48 @@ def pool_numpy(hidden: np.ndarray, attention_mask: np.ndarray, config: EmbedderC
     if config.normalize:
         pooled = pooled / np.maximum(np.linalg.norm(pooled, axis=-1, keepdims=True), 1e-12)  # F.normalize's clamp
     return np.ascontiguousarray(pooled, dtype=np.float32)
+
+
+# What one session run costs beyond its tokens, in tokens: on the packaged MiniLM (int8, one thread) a run of
+# B texts padded to L tokens took about 1.4 ms + 0.075 ms x B x L (per-node dispatch over ~240 nodes, and the
+# weights read again), so padding a 20-token query to 40 costs more than a run of its own.
+QUERY_RUN_TOKENS = 16
+
+
+def length_groups(lengths: Sequence[int], run_tokens: int) -> list[list[int]]:
+    """Indices of `lengths` in groups (longest first) that minimise sum over groups of run_tokens + size x
+    longest: the padded tokens of each group plus its run's fixed cost (an exact partition of the sorted
+    lengths, by dynamic programming)."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    best = [0] + [0] * len(order)
+    cut = [0] * (len(order) + 1)
+    for j in range(1, len(order) + 1):
+        best[j] = -1
+        for i in range(j):  # the last group is order[i:j]; its longest text is order[i]
+            cost = best[i] + run_tokens + (j - i) * lengths[order[i]]
+            if best[j] < 0 or cost < best[j]:
+                best[j], cut[j] = cost, i
+    groups = []
+    j = len(order)
+    while j > 0:
+        groups.append(order[cut[j] : j])
+        j = cut[j]
+    return groups[::-1]
+
+
+def document_file(root: Path, document_precision: str | None = None) -> Path | None:
+    """The graph documents run in `root`, None when they share the queries' model.onnx.
+
+    `document_precision` (None: VELA_DOCUMENT_PRECISION, else auto): `fp32` picks model.documents.fp32.onnx
+    where the export holds one beside a quantized model.documents.onnx."""
+    setting = (document_precision or os.environ.get(DOCUMENT_PRECISION_ENV) or "auto").strip().lower()
+    if setting not in DOCUMENT_PRECISIONS:
+        raise ValueError(f"{DOCUMENT_PRECISION_ENV} must be one of {DOCUMENT_PRECISIONS}, got {setting!r}")
+    fp32 = root / DOCUMENT_FP32_MODEL_FILE
+    if setting == "fp32" and fp32.is_file():
+        return fp32
+    doc = root / DOCUMENT_MODEL_FILE
+    return doc if doc.is_file() else None
 
 
 class OnnxEmbedder(Embedder):
@@ -86,7 +134,12 @@ class OnnxEmbedder(Embedder):
 
     @classmethod
     def from_dir(
-        cls, model_dir: str | os.PathLike[str], *, device: str = "cpu", precision: str = "fp32"
+        cls,
+        model_dir: str | os.PathLike[str],
+        *,
+        device: str = "cpu",
+        precision: str = "fp32",
+        document_precision: str | None = None,
     ) -> OnnxEmbedder:
         root = Path(model_dir)
         config = EmbedderConfig.from_dir(root)
@@ -107,8 +160,16 @@ class OnnxEmbedder(Embedder):
         # process (torch, FAISS's OpenMP); on 2 cores a torch query next to a spinning session took 25 ms
         # instead of 12, while no spinning costs this session about 1 ms per single-query encode.
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        session = ort.InferenceSession(str(model_file), sess_options=opts, providers=["CPUExecutionProvider"])
-        doc_file = root / DOCUMENT_MODEL_FILE
+        doc_file = document_file(root, document_precision) or root / DOCUMENT_MODEL_FILE
+        query_opts = opts
+        if doc_file.is_file():
+            # Queries run on one thread when documents have a session of their own. A query is ~20 tokens: a
+            # second thread (woken per op, not spinning) cut no latency on 2 cores and cost ~10 % more CPU per
+            # encode, and a server's concurrent requests use the other core anyway.
+            query_opts = ort.SessionOptions()
+            query_opts.intra_op_num_threads = 1
+            query_opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        session = ort.InferenceSession(str(model_file), sess_options=query_opts, providers=["CPUExecutionProvider"])
         doc_session = None
         if doc_file.is_file():
             doc_session = ort.InferenceSession(str(doc_file), sess_options=opts, providers=["CPUExecutionProvider"])
@@ -131,7 +192,27 @@ class OnnxEmbedder(Embedder):
         return self._encode(texts, batch_size, lambda batch: self._run(self.document_session, batch))
 
     def _forward(self, texts: list[str]) -> np.ndarray:
-        return self._run(self.session, texts)
+        """Queries: a batch is run in groups of similar length (`length_groups`), each padded to its own longest
+        text, not all to the longest of the batch. A lone text runs as `_run` runs it."""
+        tok = self.tokenizer
+        if len(texts) == 1 or tok.pad_token_id is None or tok.padding_side != "right":
+            return self._run(self.session, texts)
+        with self._tok_lock:
+            enc = tok(texts, padding=False, truncation=True, max_length=self.max_tokens)
+        lengths = [len(ids) for ids in enc["input_ids"]]
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for rows in length_groups(lengths, QUERY_RUN_TOKENS):
+            width = max(lengths[i] for i in rows)
+            feeds = {}
+            for name in self._input_names:  # right padding, as the tokenizer pads: pad id, mask 0, type 0
+                arr = np.full((len(rows), width), tok.pad_token_id if name == "input_ids" else 0, dtype=np.int64)
+                if name in enc:
+                    for r, i in enumerate(rows):
+                        arr[r, : lengths[i]] = enc[name][i]
+                feeds[name] = arr
+            (hidden,) = self.session.run([OUTPUT_NAME], feeds)  # (B, L, d) float32
+            out[rows] = pool_numpy(hidden, feeds["attention_mask"], self.config)  # (B, d)
+        return out
 
     def _run(self, session: ort.InferenceSession, texts: list[str]) -> np.ndarray:
         with self._tok_lock:

@@ -1,0 +1,46 @@
+"""The HTTP protocol `vela serve` runs: httptools when it is installed (as uvicorn's "auto"), else h11, each with
+the header deadline (tests/service/test_hardening_limits.py drives it over sockets with whichever is installed)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+from service.server import HeaderTimeoutProtocol, _httptools_protocol, uvicorn_config
+from service.settings import Settings
+from tests.service.conftest import running_server
+
+
+def test_the_protocol_is_httptools_when_installed_else_h11(tmp_path: Path) -> None:
+    config = uvicorn_config(object(), Settings(data_dir=tmp_path, header_timeout_s=1.5), host="127.0.0.1", port=1)
+    assert isinstance(config.http, type) and config.http.header_timeout_s == 1.5  # type: ignore[attr-defined]
+    if importlib.util.find_spec("httptools") is None:
+        assert issubclass(config.http, HeaderTimeoutProtocol)
+    else:
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+        assert issubclass(config.http, HttpToolsProtocol)
+
+
+def test_without_httptools_there_is_no_httptools_protocol(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "httptools" else real(name, *a))
+    assert _httptools_protocol() is None
+
+
+def test_a_query_string_past_64_kib_reaches_the_app(tmp_path: Path) -> None:
+    """httptools' URL parser stops at 64 KiB: the protocol splits the target itself, so a long filter gets the
+    API's answer (as with h11), not a bare 400."""
+    with running_server(tmp_path) as client:
+        target = b"/collections/c/documents?filter=" + b"a" * 70_000
+        with socket.create_connection((client.base_url.host, client.base_url.port or 80), timeout=30) as sock:
+            sock.sendall(b"GET " + target + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            data = b""
+            while chunk := sock.recv(65536):
+                data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert head.split(b" ")[1] in (b"404", b"422") and json.loads(body)["error"]["code"], data[:300]
