@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -26,11 +27,12 @@ TOLERANCE = 0.005
 
 def _eval(dataset: str, env: dict[str, str], modes: str, work: Path) -> tuple[dict[str, Any], str]:
     out = work / "result.json"
-    args = ["vela", "eval", "--data", str(BEIR / dataset), "--modes", modes, "--workdir", str(work / "eval")]
+    vela = str(Path(sys.executable).parent / "vela")  # this environment's, activated or not
+    args = [vela, "eval", "--data", str(BEIR / dataset), "--modes", modes, "--workdir", str(work / "eval")]
     args += ["--json", str(out)]
     full_env = {k: v for k, v in os.environ.items() if k not in ("VELA_ENCODER", "VELA_DOCUMENT_PRECISION")}
     subprocess.run(args, check=True, env={**full_env, **env}, stdout=subprocess.DEVNULL)
-    shown = " ".join([*(f"{k}={v}" for k, v in env.items()), *args[:-4], "--workdir", "WORKDIR"])
+    shown = " ".join([*(f"{k}={v}" for k, v in env.items()), "vela", *args[1:-4], "--workdir", "WORKDIR"])
     return json.loads(out.read_text()), shown
 
 

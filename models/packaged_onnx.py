@@ -1,7 +1,7 @@
 """The default embedder's fast CPU form: an ONNX export of the packaged MiniLM, made once and cached.
 
 Queries and documents run one int8 graph quantized per token (model.onnx, and the same graph as
-model.documents.onnx, with a session of its own: `onnx_export._quantize_per_token`): every weight MatMul in
+model.documents.onnx, with a session of its own: `onnx_quantize.quantize_per_token`): every weight MatMul in
 int8, each token with its own activation range, so a text's vector does not depend on the batch it was encoded
 in (with dynamic int8, whose activation range is the whole batch's, a query's top 10 changed with the queries
 that shared its encoder pass) and stays within cosine 0.998 of torch fp32 (dynamic int8 for documents moved

@@ -33,7 +33,7 @@ DOCUMENT_MODEL_FILE = "model.documents.onnx"
 DOCUMENT_FP32_MODEL_FILE = "model.documents.fp32.onnx"
 DOCUMENT_PRECISION_ENV = "VELA_DOCUMENT_PRECISION"
 DOCUMENT_PRECISIONS = ("auto", "fp32")  # auto: the directory's model.documents.onnx, whatever it holds
-# The precision tag of a graph quantized per token (models/onnx_export.py `_quantize_per_token`).
+# The precision tag of a graph quantized per token (models/onnx_quantize.py `quantize_per_token`).
 TOKEN_INT8 = "int8-token"
 OUTPUT_NAME = "last_hidden_state"
 # Custom metadata key in model.onnx: "int8" (dynamic quantization) or "fp32"; it becomes `precision`.

@@ -19,7 +19,8 @@ from models.embedder.onnx_embedder import (
     OnnxEmbedder,
     document_file,
 )
-from models.onnx_export import _quantize_per_token, export
+from models.onnx_export import export
+from models.onnx_quantize import quantize_per_token
 from models.packaged_onnx import export_key
 
 TEXTS = [
@@ -86,7 +87,7 @@ def test_a_documents_vector_does_not_depend_on_its_batch(token_dir: Path) -> Non
 def test_per_token_graph_follows_the_fp32_graph(tiny_embedder_dir: Path, tmp_path: Path, bits: int) -> None:
     fp32_dir = export(str(tiny_embedder_dir), str(tmp_path / "fp32"), quantize=False)
     src, dst = fp32_dir / MODEL_FILE, tmp_path / f"token{bits}.onnx"
-    _quantize_per_token(src, dst, weight_bits=bits)
+    quantize_per_token(src, dst, weight_bits=bits)
     ops = [n.op_type for n in onnx.load(str(dst)).graph.node]
     weight_matmuls = ops.count("MatMulInteger")
     assert weight_matmuls > 0 and weight_matmuls + ops.count("MatMul") == [
