@@ -135,9 +135,9 @@ def export(
 
     With `quantize`, queries run the dynamic int8 graph (model.onnx) and documents by default the same graph;
     `fp32_documents`: documents run the fp32 graph (model.documents.onnx); `token_int8_documents`: documents
-    run the per-token int8 graph (model.documents.onnx, `onnx_quantize.quantize_per_token`), with the fp32 graph beside it
-    (model.documents.fp32.onnx) for VELA_DOCUMENT_PRECISION=fp32; `token_int8_queries`: queries run the per-token
-    int8 graph too (model.onnx), instead of the dynamic one."""
+    run the per-token int8 graph (model.documents.onnx, `onnx_quantize.quantize_per_token`), with the fp32 graph
+    beside it (model.documents.fp32.onnx) for VELA_DOCUMENT_PRECISION=fp32; `token_int8_queries`: queries run the
+    per-token int8 graph too (model.onnx), instead of the dynamic one."""
     if fp32_documents and token_int8_documents:
         raise ValueError("choose one document graph: fp32_documents or token_int8_documents")
     _set_offline()
