@@ -17,31 +17,37 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from service.settings import Settings
 
 
-class HeaderTimeoutProtocol(H11Protocol):
-    """uvicorn's h11 protocol plus a deadline on request headers.
+class HeaderDeadline:
+    """A deadline on request headers, for uvicorn's HTTP/1.1 protocols (mixed in before the protocol class).
 
     uvicorn times out only idle keep-alive connections, and stops that clock at the first byte: a client that
     connects and sends nothing, or a header line now and then, holds a connection for ever. Here a connection
     waiting for headers is closed once `header_timeout_s` has passed (bodies have their own timeout, in
-    `service.middleware.limit_body`)."""
+    `service.middleware.limit_body`). A protocol says when it waits for headers (`awaiting_headers`)."""
 
     header_timeout_s = 10.0
     _header_timer: asyncio.TimerHandle | None = None
+    loop: asyncio.AbstractEventLoop
+    transport: asyncio.Transport
+    cycle: Any
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
+    def awaiting_headers(self) -> bool:
+        raise NotImplementedError
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)  # type: ignore[misc]
         self._arm()
 
     def data_received(self, data: bytes) -> None:
-        super().data_received(data)
-        if self.conn.their_state is h11.IDLE:  # still (or again) in the headers of a request
+        super().data_received(data)  # type: ignore[misc]
+        if self.awaiting_headers():  # still (or again) in the headers of a request
             self._arm()
         else:
             self._disarm()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
-        super().connection_lost(exc)
+        super().connection_lost(exc)  # type: ignore[misc]
 
     def _arm(self) -> None:
         if self._header_timer is None:
@@ -55,38 +61,34 @@ class HeaderTimeoutProtocol(H11Protocol):
     def _expire(self) -> None:
         self._header_timer = None
         busy = self.cycle is not None and not self.cycle.response_complete
-        if self.conn.their_state is h11.IDLE and not busy:
+        if self.awaiting_headers() and not busy:
             self.transport.close()
+
+
+class HeaderTimeoutProtocol(HeaderDeadline, H11Protocol):
+    """uvicorn's h11 protocol with the header deadline."""
+
+    def awaiting_headers(self) -> bool:
+        return bool(self.conn.their_state is h11.IDLE)
 
 
 MAX_PARSED_URL = 65_535  # the longest request target httptools.parse_url reads
 
 
 def _httptools_protocol() -> type[asyncio.Protocol] | None:
-    """HeaderTimeoutProtocol's deadline on uvicorn's httptools protocol; None without httptools."""
+    """uvicorn's httptools protocol with the header deadline; None without httptools."""
     if importlib.util.find_spec("httptools") is None:
         return None
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-    class HttpToolsHeaderTimeoutProtocol(HttpToolsProtocol):
-        """A connection waiting for (the rest of) a request's headers is closed once `header_timeout_s` has
-        passed, as HeaderTimeoutProtocol does on h11. The parser says where the headers end: a message begins
-        (headers pending) at its first byte, and they are complete at `on_headers_complete`."""
+    class HttpToolsHeaderTimeoutProtocol(HeaderDeadline, HttpToolsProtocol):
+        """The parser says where the headers end: a message begins (headers pending) at its first byte, and
+        they are complete at `on_headers_complete`."""
 
-        header_timeout_s = 10.0
-        _header_timer: asyncio.TimerHandle | None = None
         _headers_pending = True  # from the connection's start until the first request's headers are in
 
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            self._arm()
-
-        def data_received(self, data: bytes) -> None:
-            super().data_received(data)
-            if self._headers_pending and self.parser is not None:
-                self._arm()
-            else:
-                self._disarm()
+        def awaiting_headers(self) -> bool:
+            return self._headers_pending and self.parser is not None
 
         def on_message_begin(self) -> None:
             self._headers_pending = True
@@ -103,25 +105,6 @@ def _httptools_protocol() -> type[asyncio.Protocol] | None:
             self.url, _, query = self.url.partition(b"?")
             super().on_headers_complete()
             self.scope["query_string"] = query
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._disarm()
-            super().connection_lost(exc)
-
-        def _arm(self) -> None:
-            if self._header_timer is None:
-                self._header_timer = self.loop.call_later(self.header_timeout_s, self._expire)
-
-        def _disarm(self) -> None:
-            if self._header_timer is not None:
-                self._header_timer.cancel()
-                self._header_timer = None
-
-        def _expire(self) -> None:
-            self._header_timer = None
-            busy = self.cycle is not None and not self.cycle.response_complete
-            if self._headers_pending and not busy:
-                self.transport.close()
 
     return HttpToolsHeaderTimeoutProtocol
 

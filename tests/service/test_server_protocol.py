@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import service.server as server_mod
 from service.server import HeaderTimeoutProtocol, _httptools_protocol, uvicorn_config
 from service.settings import Settings
 from tests.service.conftest import running_server
@@ -44,3 +45,18 @@ def test_a_query_string_past_64_kib_reaches_the_app(tmp_path: Path) -> None:
                 data += chunk
     head, _, body = data.partition(b"\r\n\r\n")
     assert head.split(b" ")[1] in (b"404", b"422") and json.loads(body)["error"]["code"], data[:300]
+
+
+@pytest.mark.parametrize("parser", ["httptools", "h11"])
+def test_both_parsers_close_a_connection_that_does_not_finish_its_headers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parser: str
+) -> None:
+    if parser == "h11":
+        monkeypatch.setattr(server_mod, "_httptools_protocol", lambda: None)
+    with running_server(tmp_path, header_timeout_s=0.3) as client:
+        for partial in (b"", b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: 1"):
+            with socket.create_connection((client.base_url.host, client.base_url.port or 80), timeout=30) as sock:
+                sock.sendall(partial)
+                assert sock.recv(1024) == b""  # closed by the server (a hang would raise the timeout)
+        for _ in range(2):  # a keep-alive connection still serves request after request
+            assert client.get("/healthz").status_code == 200
