@@ -33,8 +33,6 @@ class DocStore:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
-        self._all_lock = threading.Lock()
         init_sqlite(path, _init_schema)
 
     def _conn(self) -> sqlite3.Connection:
@@ -42,16 +40,13 @@ class DocStore:
         if conn is None:
             conn = connect_sqlite(self.path, foreign_keys=True)
             self._local.conn = conn
-            with self._all_lock:
-                self._all.append(conn)
         return conn
 
     def close(self) -> None:
-        """Close every thread's connection (the collection is going away)."""
-        with self._all_lock:
-            for conn in self._all:
-                conn.close()
-            self._all.clear()
+        """Forget every thread's connection (the collection is going away): each one closes when nothing holds
+        it any more, at once for an idle one. Closing a connection another thread is reading through (a reindex
+        copying the collection while it is deleted) crashed that thread inside SQLite; a thread that asks again
+        afterwards gets an error (the files are gone), not a crash."""
         self._local = threading.local()
 
     # --- writes (the caller holds the collection's writer lock) ---------------------------------
