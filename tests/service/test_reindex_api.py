@@ -88,7 +88,12 @@ def test_promote_auto_then_rollback_restores_the_previous_results_exactly(app: t
     after = {q: _search(client, q) for q in QUERIES.values()}
     assert after != before  # other vectors: other scores
     assert _post(client, "/collections/c/rollback")["status"] == "succeeded"
-    assert {q: _search(client, q) for q in QUERIES.values()} == before  # ids and scores, exactly
+    restored = {q: _search(client, q) for q in QUERIES.values()}
+    # The same documents in the same order, the same scores: to float32's last bits, which the torch encoder's
+    # first pass in a process (the first query of `before`) did not always reproduce on later passes.
+    for q, hits in restored.items():
+        assert [d for d, _ in hits] == [d for d, _ in before[q]]
+        assert [s for _, s in hits] == pytest.approx([s for _, s in before[q]], abs=1e-6)
     assert _generations(client)["current"]["generation"] == old["generation"]
     assert len(gens.on_disk(data / "collections" / "c")) == 2
 
