@@ -9,14 +9,14 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from indexing.collection import Collection, CollectionNotFound
-from indexing.context import commit_collection, ensure_context, refresh_due
+from indexing.context import commit_collection, ensure_context, queue_context_refresh, refresh_due
 from indexing.filters import Schema, value_fits
 from indexing.fusion_choice import after_ingest
 from indexing.generations import serving_writer
 from indexing.jobs import GENERATION_KINDS, TERMINAL, JobKind, JobStatus, JobStore
 from indexing.merger import after_commit
 from indexing.prepare import content_hash, prepare_documents, rewrite_if_only_metadata
-from indexing.reindex import queue_context_refresh, run_generation_job
+from indexing.reindex import run_generation_job
 from indexing.settings import RayIngestOptions
 from indexing.shards import ShardedCollection
 from indexing.store import CollectionStore

@@ -57,30 +57,6 @@ def clean_all(collections: CollectionStore, jobs: JobStore) -> None:
             log.info("generations cleaned", extra={"collection": name, "removed": removed})
 
 
-CONTEXT_REFRESH = "context refresh"  # the reason a reindex to the collection's own embedder records
-
-
-def queue_context_refresh(jobs: JobStore, coll: Collection) -> str | None:
-    """Record a reindex of a CDE collection to its own embedder: a new generation with a new corpus context
-    (indexing/context.py). None when a reindex of the collection is queued or under way already: it samples
-    from the corpus as it is when it starts."""
-    for job_id in jobs.unfinished():
-        other = jobs.get(job_id)
-        if other.collection == coll.name and other.kind == JobKind.REINDEX:
-            return None
-    root = gens.collection_root(coll)
-    pointer = gens.read_pointer(root)
-    spec = {
-        "collection": coll.name,
-        "embedder": coll.settings.embedder,
-        "embedder_name": pointer.name_of(pointer.current) or "",
-        "reason": CONTEXT_REFRESH,
-    }
-    job = jobs.create(collection=coll.name, kind=JobKind.REINDEX, payload=[spec])
-    log.info("corpus drifted: context refresh queued", extra={"collection": coll.name, "job_id": job.id})
-    return job.id
-
-
 def run_generation_job(
     *,
     job_id: str,

@@ -16,13 +16,13 @@ import pytest
 from indexing import generations as gens
 from indexing.chunking import ChunkingParams
 from indexing.collection import CollectionSettings
-from indexing.context import current_context
+from indexing.context import current_context, queue_context_refresh
 from indexing.engine import LOCAL_FANOUT
 from indexing.engine import search as engine_search
 from indexing.ingest import run_job
 from indexing.jobs import JobKind, JobStatus, JobStore
 from indexing.ranking import RankRequest
-from indexing.reindex import clean_all, queue_context_refresh
+from indexing.reindex import clean_all
 from indexing.store import CollectionStore
 from models import EmbedderCache
 from tests.tiny_models import save_tiny_bert
