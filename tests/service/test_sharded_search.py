@@ -12,6 +12,7 @@ import pytest
 from indexing.collection import CollectionSettings
 from indexing.ingest import run_job
 from indexing.jobs import JobKind, JobStore
+from indexing.merger import wait_background
 from indexing.store import CollectionStore
 from models import EmbedderCache
 from service.search import search_batch
@@ -31,8 +32,11 @@ def _same(a: list, b: list) -> bool:
     )
 
 
+@pytest.mark.parametrize("fusion", [{"method": "rrf"}, {"method": "convex", "alpha": 0.3, "normalization": "minmax"}])
 @pytest.mark.parametrize("group_by_doc", [True, False])
-def test_sharded_equals_unsharded_in_every_mode(tmp_path: Path, tiny_embedder_dir: Path, group_by_doc: bool) -> None:
+def test_sharded_equals_unsharded_in_every_mode(
+    tmp_path: Path, tiny_embedder_dir: Path, group_by_doc: bool, fusion: dict
+) -> None:
     store, jobs = CollectionStore(tmp_path), JobStore(tmp_path / "jobs.sqlite3")
     embedder = EmbedderCache().get(tiny_embedder_dir)
     base = CollectionSettings(name="one", embedder=str(tiny_embedder_dir), dim=embedder.dim)
@@ -41,6 +45,12 @@ def test_sharded_equals_unsharded_in_every_mode(tmp_path: Path, tiny_embedder_di
         colls[name] = store.create(replace(base, name=name, shards=n))
         job = jobs.create(collection=name, kind=JobKind.UPSERT, payload=DOCS)
         assert run_job(job_id=job.id, jobs=jobs, collections=store, embedders=EmbedderCache()) == "succeeded"
+    # 120 documents make a fusion choice due, made in the background for each collection on its own pseudo-queries:
+    # wait for both, then give both the same fusion, so that only the fan-out differs
+    wait_background()
+    for coll in colls.values():
+        with coll.writer():
+            coll.set_fusion(fusion)
     for mode in ("bm25", "dense", "hybrid"):
         for k, depth in ((10, 200), (25, 15)):
             opts = {"queries": QUERIES, "k": k, "mode": mode, "depth": depth, "group_by_doc": group_by_doc}
