@@ -1,15 +1,18 @@
 """Search latency and throughput through a real uvicorn server, per mode and concurrency, with the Server-Timing
-breakdown of every request, against a baseline server measured in the same run.
+breakdown of every request, against other settings measured in the same run.
 
-Two `vela serve` processes run side by side on loopback over the same SciFact collection (the whole corpus,
+Three `vela serve` servers run side by side on loopback over the same SciFact collection (the whole corpus,
 ingested once through the API with the default embedder and kept under .vela-bench/):
-- `default`: the settings a fresh clone gets (the ONNX Runtime int8 encoder, micro-batching without a window);
-- `baseline`: the torch fp32 query encoder with micro-batching off (VELA_ENCODER=torch, VELA_QUERY_BATCH_MAX=1),
-  the path this bench measured before the default moved to ONNX Runtime.
-The two are measured interleaved (default, baseline, default, ... for `--rounds` rounds), so load from other
-processes falls on both alike; each setting is a closed loop of `concurrency` clients for `--seconds`. The JSON
-holds p50/p95/p99 and q/s per arm, the p50 of each Server-Timing stage, the ratios default/baseline, the bare
-query encoders' p50 (one query per forward pass, in this process) and the load average at start and end.
+- `default`: the settings a fresh clone gets (one API process per core up to four, the ONNX Runtime int8
+  encoder, micro-batching without a window);
+- `one_process`: the same in one API process (VELA_PROCESSES=1), the default before processes;
+- `baseline`: one process with the torch fp32 query encoder and micro-batching off (VELA_ENCODER=torch,
+  VELA_QUERY_BATCH_MAX=1), the path this bench measured before the default moved to ONNX Runtime.
+The arms are measured interleaved (default, one_process, baseline, default, ... for `--rounds` rounds), so load
+from other processes falls on all alike; each setting is a closed loop of `concurrency` clients for `--seconds`.
+The JSON holds p50/p95/p99 and q/s per arm, the server's CPU per request (all its processes), the p50 of each
+Server-Timing stage, the ratios default/other arms, the bare query encoders' p50 (one query per forward pass,
+in this process) and the load average at start and end.
 
     vela bench latency --out bench/results/latency.json [--concurrency 1,8] [--rounds 3] [--seconds 5] [--large]
 """
@@ -35,7 +38,11 @@ REPO = Path(__file__).resolve().parents[1]
 BEIR = REPO.parent / "shared" / "data" / "beir"
 CACHE = REPO / ".vela-bench"
 MODES: list[tuple[str, str]] = [("bm25", "full"), ("dense", "full"), ("dense", "256"), ("hybrid", "full")]
-ARMS: dict[str, dict[str, str]] = {"default": {}, "baseline": {"VELA_ENCODER": "torch", "VELA_QUERY_BATCH_MAX": "1"}}
+ARMS: dict[str, dict[str, str]] = {
+    "default": {},
+    "one_process": {"VELA_PROCESSES": "1"},
+    "baseline": {"VELA_ENCODER": "torch", "VELA_QUERY_BATCH_MAX": "1", "VELA_PROCESSES": "1"},
+}
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
@@ -45,13 +52,24 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
 SERVER_PIDS: dict[str, int] = {}  # base URL -> the server process, for its CPU time
 
 
-def server_cpu_s(base: str) -> float:
-    """CPU seconds (user + system) the server at `base` has used so far (Linux /proc; 0 elsewhere)."""
+def _cpu_ticks(pid: int) -> int:
+    """utime + stime of a process and of every process under it (`vela serve`'s API processes)."""
     try:
-        fields = Path(f"/proc/{SERVER_PIDS[base]}/stat").read_text().rsplit(")", 1)[1].split()
-    except (KeyError, OSError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        ticks = int(fields[11]) + int(fields[12])
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            ticks += sum(_cpu_ticks(int(c)) for c in (task / "children").read_text().split())
+    except OSError:
+        return 0
+    return ticks
+
+
+def server_cpu_s(base: str) -> float:
+    """CPU seconds (user + system) the server at `base` has used so far, all its processes (Linux /proc; 0
+    elsewhere)."""
+    if base not in SERVER_PIDS:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+    return _cpu_ticks(SERVER_PIDS[base]) / os.sysconf("SC_CLK_TCK")
 
 
 @contextmanager
@@ -183,12 +201,12 @@ def measure(
             row: dict[str, Any] = {"mode": mode, "dim": dim, "concurrency": c}
             for arm in bases:
                 row[arm] = summarise(raw[(mode, dim, c, arm)])
-            if "baseline" in row:
-                d, b = row["default"], row["baseline"]
-                row["p50_ratio_default_vs_baseline"] = round(d["p50_ms"] / b["p50_ms"], 3)
-                row["qps_ratio_default_vs_baseline"] = round(d["qps"] / b["qps"], 3)
+            for other in (a for a in bases if a != "default"):
+                d, b = row["default"], row[other]
+                row[f"p50_ratio_default_vs_{other}"] = round(d["p50_ms"] / b["p50_ms"], 3)
+                row[f"qps_ratio_default_vs_{other}"] = round(d["qps"] / b["qps"], 3)
             rows.append(row)
-            print(json.dumps({k: v for k, v in row.items() if k != "baseline"}), flush=True)
+            print(json.dumps({k: v for k, v in row.items() if k not in bases or k == "default"}), flush=True)
     return rows
 
 
@@ -207,14 +225,17 @@ def main(argv: list[str] | None = None) -> None:
     data_dir = scifact_data_dir()
     encoders = {e: encoder_p50_ms(e, queries) for e in ("onnx", "torch")}
     arms: dict[str, dict[str, str]] = {"default": ARMS["default"]} if args.no_baseline else ARMS
-    with ExitStack() as stack:  # both servers up for the whole measurement: the arms are interleaved
+    with ExitStack() as stack:  # every server up for the whole measurement: the arms are interleaved
         bases = {arm: stack.enter_context(server(data_dir, env)) for arm, env in arms.items()}
         passages = int(httpx.get(f"{bases['default']}/collections/scifact", timeout=30).json()["passages"])
+        tasks = Path(f"/proc/{SERVER_PIDS[bases['default']]}/task").iterdir()
+        processes = sum(len((t / "children").read_text().split()) for t in tasks) or 1  # 0 children: it serves
         rows = measure(bases, "scifact", queries, concurrencies, args.rounds, args.seconds)
     out: dict[str, Any] = {
         "collection": "scifact",
         "passages": passages,
-        "arms": {"default": "the settings of a fresh clone", "baseline": arms.get("baseline")},
+        "arms": {"default": "the settings of a fresh clone", **{a: env for a, env in arms.items() if a != "default"}},
+        "server_processes_default": processes,
         "results": rows,
         "bare_encoder_p50_ms": encoders,
         "rounds": args.rounds,

@@ -32,7 +32,7 @@ from indexing.collection_settings import (  # noqa: F401  (re-exported: the coll
 )
 from indexing.docstore import DocStore, DocumentRecord, PassageHit
 from indexing.engine import LOCAL_FANOUT, LocalFanout, ShardRef
-from indexing.manifest import ManifestError, current_manifest, current_version
+from indexing.manifest import CURRENT, ManifestError, current_manifest, current_version
 from indexing.merge_policy import TieredMergePolicy
 from indexing.segment import SegmentError
 from indexing.shard_writer import ShardWriter
@@ -51,6 +51,7 @@ class Collection:
         self.segments_dir = root / SEGMENTS_DIR
         self._write_lock = threading.RLock()
         self._published: list[int] | None = None  # manifest versions searches read, set by refresh()
+        self._published_stamp: tuple[int, int, int] | None = None  # the pointer file those were read from
         self._settings_stamp: tuple[int, int, int] | None = None  # the settings file last read (reload_settings)
         self._settings_lock = threading.Lock()
 
@@ -89,14 +90,25 @@ class Collection:
         """What searches read: the versions the background reader loaded last (from disk before that)."""
         return self._published if self._published is not None else self.read_versions()
 
+    @property
+    def pointer_file(self) -> Path:
+        """The file a publish replaces: it names the versions searches read."""
+        return self.segments_dir / CURRENT
+
+    def behind(self) -> bool:
+        """Whether a publish (here or in another process) replaced the pointer since the last refresh: a stat."""
+        return _stamp_or_none(self.pointer_file) != self._published_stamp
+
     def refresh(self, fanout: Any) -> bool:
         """Load the newest published versions into the fan-out's shard views, then switch searches to them
         (the background reader calls this, and a writer of this process after it publishes)."""
+        stamp = _stamp_or_none(self.pointer_file)  # before the read: a publish in between is seen next time
         versions = self.read_versions()
         if versions == self._published:
+            self._published_stamp = stamp
             return False
         fanout.call(self.shard_refs(), "preload", [{"version": v} for v in versions])
-        self._published = versions
+        self._published, self._published_stamp = versions, stamp
         return True
 
     def view(self) -> Any:
@@ -315,6 +327,13 @@ def _stamp(path: Path) -> tuple[int, int, int]:
     """Which version of a file this is: replaced atomically, a new file has a new inode."""
     st = path.stat()
     return st.st_ino, st.st_mtime_ns, st.st_size
+
+
+def _stamp_or_none(path: Path) -> tuple[int, int, int] | None:
+    try:
+        return _stamp(path)
+    except FileNotFoundError:
+        return None
 
 
 def _scan(store: DocStore, after: str | None, page: int) -> Iterator[tuple[str, str]]:

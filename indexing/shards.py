@@ -60,6 +60,7 @@ class ShardedCollection(Collection):
         self.segments_dir = root / SEGMENTS_DIR
         self._write_lock = threading.RLock()
         self._published: list[int] | None = None
+        self._published_stamp: tuple[int, int, int] | None = None
         self._settings_stamp: tuple[int, int, int] | None = None
         self._settings_lock = threading.Lock()
         self._set_lock = threading.Lock()
@@ -125,6 +126,10 @@ class ShardedCollection(Collection):
 
     def read_versions(self) -> list[int]:
         return [int(v) for v in self.pointer()["versions"]]
+
+    @property
+    def pointer_file(self) -> Path:
+        return self.segments_dir / POINTER
 
     def _set_generation(self) -> int:
         return int(self.pointer()["generation"])

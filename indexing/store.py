@@ -46,6 +46,13 @@ def read_collection(root: Path) -> Collection:
     return open_collection(root, load_settings(root))
 
 
+def _same_embedder(root: Path, settings: CollectionSettings) -> None:
+    """Creating a collection that exists is fine when it asks for the same embedder."""
+    existing = CollectionSettings.from_json(json.loads((root / SETTINGS_FILE).read_text()))
+    if existing.embedder != settings.embedder:
+        raise CollectionConflict(f"collection {settings.name!r} already uses embedder {existing.embedder!r}")
+
+
 class CollectionStore:
     """All collections under `<data_dir>/collections/`, opened once and shared."""
 
@@ -54,6 +61,7 @@ class CollectionStore:
         self.root.mkdir(parents=True, exist_ok=True)
         self.aliases = AliasStore(data_dir)  # names that point at a collection; `resolve` follows them
         self._open: dict[str, Collection] = {}
+        self._inode: dict[str, int] = {}  # each open collection's directory: another process may delete it
         self._lock = threading.Lock()
         # Where searches run: this process's shard views, or Ray actors (indexing/ray_shards.py).
         self.fanout: Any = LOCAL_FANOUT
@@ -92,6 +100,8 @@ class CollectionStore:
 
     def refresh_all(self) -> None:
         with self._lock:
+            for name in [n for n in self._open if self._gone(n)]:
+                self._forget(name)
             colls = list(self._open.values())
         for coll in colls:
             try:
@@ -146,17 +156,42 @@ class CollectionStore:
     def get(self, name: str) -> Collection:
         name = self.resolve(name)
         with self._lock:
-            return self._get_locked(name)
+            coll = self._get_locked(name)
+        if self._reader is not None and coll.behind():
+            # Another process published (a job it ran, a merge) and the reader has not loaded it yet: load it
+            # now, so that a job reported done is searchable in every process. A stat per request otherwise.
+            self.refresh(coll)
+        return coll
 
     def _get_locked(self, name: str) -> Collection:
         if name in self._open:
-            return self._open[name]
+            if not self._gone(name):
+                return self._open[name]
+            self._forget(name)
         root = self.root / name
         if not NAME_RE.match(name) or not (root / SETTINGS_FILE).is_file():
             raise CollectionNotFound(name)
+        inode = root.stat().st_ino
         root = serving_root(root)  # the generation that serves (the collection's directory until a reindex)
         coll = self._open[name] = open_collection(root, load_settings(root))
+        self._inode[name] = inode
         return coll
+
+    def _gone(self, name: str) -> bool:
+        """Whether another process deleted this open collection (and maybe created one of that name again):
+        its directory is gone or is another one. One stat, as cheap as the dict lookup beside it."""
+        try:
+            return (self.root / name).stat().st_ino != self._inode.get(name)
+        except FileNotFoundError:
+            return True
+
+    def _forget(self, name: str) -> None:
+        """Close a collection another process deleted (the caller holds `_lock`)."""
+        coll = self._open.pop(name)
+        self._inode.pop(name, None)
+        if hasattr(self.fanout, "forget"):
+            self.fanout.forget(coll.shard_refs())
+        coll.close()
 
     def exists(self, name: str) -> bool:
         return self.is_collection(self.resolve(name))
@@ -173,11 +208,7 @@ class CollectionStore:
         with self._lock:
             root = self.root / settings.name
             if (root / SETTINGS_FILE).is_file():
-                existing = CollectionSettings.from_json(json.loads((root / SETTINGS_FILE).read_text()))
-                if existing.embedder != settings.embedder:
-                    raise CollectionConflict(
-                        f"collection {settings.name!r} already uses embedder {existing.embedder!r}"
-                    )
+                _same_embedder(root, settings)
                 return self._get_locked(settings.name)
             # Build it aside and rename it into place, so a half-created collection is never seen.
             tmp = self.root / f".new-{uuid.uuid4().hex}"
@@ -186,7 +217,13 @@ class CollectionStore:
             coll.check_consistency()  # an empty published index: searchable at once
             coll.close()
             write_atomic(tmp / SETTINGS_FILE, json.dumps(settings.to_json(), indent=2).encode())
-            tmp.rename(root)
+            try:
+                tmp.rename(root)
+            except OSError:  # another process created it in the meantime: theirs stands, as if it were first
+                shutil.rmtree(tmp, ignore_errors=True)
+                if not (root / SETTINGS_FILE).is_file():
+                    raise
+                _same_embedder(root, settings)
             return self._get_locked(settings.name)
 
     def delete(self, name: str) -> None:
@@ -198,6 +235,7 @@ class CollectionStore:
                 self.fanout.forget(coll.shard_refs())
             coll.close()
             self._open.pop(coll.name, None)
+            self._inode.pop(coll.name, None)
             # Rename first: the collection disappears at once, the files go after (every generation with it).
             root = self.root / coll.name
             trash = self.root.parent / "trash" / f"{coll.name}-{uuid.uuid4().hex}"

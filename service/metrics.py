@@ -38,53 +38,65 @@ class IndexSizeCollector(Collector):
 
 
 class Metrics:
-    def __init__(self, collections: CollectionStore) -> None:
-        self.registry = CollectorRegistry()
+    def __init__(self, collections: CollectionStore, *, multiprocess: bool = False) -> None:
+        # With several API processes (`vela serve --processes`), each writes its values to files in
+        # PROMETHEUS_MULTIPROC_DIR (set by `vela serve` before any process imports prometheus_client) and a
+        # scrape, answered by any one process, sums them all; the metrics' own registry then only names them.
+        own = CollectorRegistry()
+        if multiprocess:
+            from prometheus_client import multiprocess as mp
+            from prometheus_client import values
+
+            # The value class is picked when prometheus_client is imported; `vela serve` imports it before it
+            # forks, so each process picks again now that PROMETHEUS_MULTIPROC_DIR is set.
+            values.ValueClass = values.get_value_class()
+            self.registry = CollectorRegistry()
+            mp.MultiProcessCollector(self.registry)
+        else:
+            self.registry = own
         self.requests = Counter(
-            "vela_http_requests_total", "HTTP requests", ["route", "method", "status"], registry=self.registry
+            "vela_http_requests_total", "HTTP requests", ["route", "method", "status"], registry=own
         )
         self.latency = Histogram(
             "vela_http_request_duration_seconds",
             "HTTP request latency",
             ["route", "method"],
             buckets=LATENCY_BUCKETS,
-            registry=self.registry,
+            registry=own,
         )
         self.search_latency = Histogram(
             "vela_search_duration_seconds",
             "search latency per mode and dense dim",
             ["mode", "dim"],
             buckets=LATENCY_BUCKETS,
-            registry=self.registry,
+            registry=own,
         )
-        self.search_queries = Counter(
-            "vela_search_queries_total", "queries searched", ["mode", "dim"], registry=self.registry
-        )
+        self.search_queries = Counter("vela_search_queries_total", "queries searched", ["mode", "dim"], registry=own)
         self.encoder_batch = Histogram(
             "vela_query_encoder_batch_texts",
             "queries per micro-batched encoder pass",
             buckets=(1, 2, 4, 8, 16, 32, 64, 128),
-            registry=self.registry,
+            registry=own,
         )
         self.stages = Histogram(
             "vela_request_stage_seconds",
             "time per Server-Timing stage of a request (queue, encode, engine, hydrate, rerank, serialize)",
             ["route", "stage"],
             buckets=LATENCY_BUCKETS,
-            registry=self.registry,
+            registry=own,
         )
         self.rerank_queries = Counter(
             "vela_rerank_queries_total",
             "queries through the rerank stage, by outcome (ok, timeout, error: the fused order was returned)",
             ["status"],
-            registry=self.registry,
+            registry=own,
         )
-        self.rerank_pairs = Counter("vela_rerank_pairs_total", "(query, passage) pairs scored", registry=self.registry)
+        self.rerank_pairs = Counter("vela_rerank_pairs_total", "(query, passage) pairs scored", registry=own)
         self.rerank_latency = Histogram(
             "vela_rerank_duration_seconds",
             "rerank stage time per query",
             buckets=LATENCY_BUCKETS,
-            registry=self.registry,
+            registry=own,
         )
         self.registry.register(IndexSizeCollector(collections))
 

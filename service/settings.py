@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from pydantic import Field, field_validator
 
 from indexing.settings import IndexingSettings
+
+AUTO_PROCESSES_MAX = 4
 
 
 class Settings(IndexingSettings):
@@ -15,6 +18,16 @@ class Settings(IndexingSettings):
     api_keys: str = Field("", description="comma-separated API keys; empty turns authentication off")
     host: str = "127.0.0.1"
     port: int = 8000
+    processes: int = Field(
+        0,
+        ge=0,
+        le=64,
+        description="API processes `vela serve` starts on one port; 0: one per CPU core the process may use, at most "
+        f"{AUTO_PROCESSES_MAX} (each holds its own query encoders and loaded indexes)",
+    )
+    serving_processes: int = Field(
+        1, ge=1, description="set by `vela serve` in each process it starts: how many share the data directory"
+    )
     max_document_bytes: int = Field(1_000_000, ge=1, description="largest document text, in UTF-8 bytes")
     max_batch_documents: int = Field(10_000, ge=1, description="most documents in one /index request")
     max_batch_queries: int = Field(256, ge=1, description="most queries in one /search/batch request")
@@ -69,6 +82,12 @@ class Settings(IndexingSettings):
     @classmethod
     def _strip(cls, v: str) -> str:
         return v.strip()
+
+    def process_count(self) -> int:
+        """How many API processes `vela serve` starts (VELA_PROCESSES, 0: one per usable core, capped)."""
+        if self.processes:
+            return self.processes
+        return max(1, min(len(os.sched_getaffinity(0)), AUTO_PROCESSES_MAX))
 
     @property
     def api_key_set(self) -> frozenset[str]:

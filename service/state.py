@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from indexing import gpu_index
 from indexing.collection import Collection
 from indexing.ingest import run_job
+from indexing.job_runner import SharedLaneQueue
 from indexing.jobs import JobStore
 from indexing.lanes import LaneQueue
 from indexing.queue import JobQueue
@@ -64,9 +65,12 @@ def build_state(settings: Settings) -> AppState:
     if settings.redis_url:
         # Production: jobs go through Redis to `vela worker` processes; this process only serves.
         queue = RedisJobQueue(settings.redis_url, stream=settings.queue_stream)
+    elif settings.serving_processes > 1:
+        # One of several `vela serve` processes: jobs run in whichever holds the job runner's lock.
+        queue = SharedLaneQueue(jobs, run, data_dir / "jobs.lock", on_lead=lambda: maintain(collections, jobs))
     else:
         queue = LaneQueue(jobs, run)  # writes keep running beside a reindex (indexing/lanes.py)
-    metrics = Metrics(collections)
+    metrics = Metrics(collections, multiprocess=settings.serving_processes > 1)
     encoders = QueryEncoders(
         embedders,
         max_batch=settings.query_batch_max,
@@ -95,10 +99,10 @@ def start(state: AppState) -> None:
     if state.settings.ray_address:
         # Shards are searched by Ray actors; connecting now makes /readyz wait for the cluster, not the first search.
         state.collections.use_ray(state.settings.ray_address, cpus_per_shard=state.settings.ray_shard_cpus)
-    for name in state.collections.names():
-        outcome = state.collections.get(name).check_consistency()
-        log.info("collection checked", extra={"collection": name, "outcome": outcome})
-    clean_all(state.collections, state.jobs)  # generations of reindexes that are over; a running one resumes
+    if isinstance(state.queue, SharedLaneQueue):
+        state.queue.try_lead()  # the process that runs jobs does the maintenance below; the others only serve
+    else:
+        maintain(state.collections, state.jobs)
     state.collections.start_reader()  # loads every published index now, then follows new manifests
     state.queue.start()
     if isinstance(state.queue, RedisJobQueue):
@@ -108,6 +112,16 @@ def start(state: AppState) -> None:
             if state.jobs.get(job_id).status == "queued":
                 state.queue.submit(job_id)
     state.ready = True
+
+
+def maintain(collections: CollectionStore, jobs: JobStore) -> None:
+    """What the process that runs jobs does before it runs any: every collection checked against its doc store
+    (a write a crash cut short is finished or undone), and the generations of reindexes that are over removed
+    (a running one resumes)."""
+    for name in collections.names():
+        outcome = collections.get(name).check_consistency()
+        log.info("collection checked", extra={"collection": name, "outcome": outcome})
+    clean_all(collections, jobs)
 
 
 def stop(state: AppState) -> None:

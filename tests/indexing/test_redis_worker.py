@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
@@ -16,6 +17,7 @@ import pytest
 import redis
 
 from tests.service.conftest import _free_port, running_server, wait_job
+from velaio.files import file_lock
 
 
 class RedisServer:
@@ -184,12 +186,24 @@ def test_different_collections_index_in_parallel(
             time.sleep(0.1)
         docs = [{"id": f"d{i}", "text": f"text {i} with marker mk{i}z"} for i in range(1500)]
         with running_server(tmp_path / "data", redis_url=redis_server.url, embedder=str(tiny_embedder_dir)) as client:
-            ids = [client.post("/index", json={"collection": c, "documents": docs}).json()["job_id"] for c in "ab"]
+            for c in "ab":  # both collections exist, so that the test can hold their writer locks
+                first = client.post("/index", json={"collection": c, "documents": docs[:1]}).json()["job_id"]
+                assert wait_job(client, first, timeout=300)["status"] == "succeeded"
+            with ExitStack() as locks:
+                # Each job stops at its collection's writer lock, held here, after its worker marked it running:
+                # both running at once shows two workers took them (a job of 1500 tiny documents ends in a
+                # fraction of a second, too soon to overlap by chance).
+                for c in "ab":
+                    locks.enter_context(file_lock(tmp_path / "data" / "collections" / c / "write.lock"))
+                ids = [client.post("/index", json={"collection": c, "documents": docs}).json()["job_id"] for c in "ab"]
+                deadline = time.time() + 120
+                while {client.get(f"/jobs/{j}").json()["status"] for j in ids} != {"running"}:
+                    assert time.time() < deadline, f"both jobs never ran at once:\n{_logs(env)}"
+                    time.sleep(0.05)
             a, b = (wait_job(client, j, timeout=300) for j in ids)
             assert a["status"] == b["status"] == "succeeded"
             # One writer per collection, but two collections at the same time on two workers.
             assert {a["worker"], b["worker"]} == {"w1", "w2"}
-            assert a["started_at"] < b["finished_at"] and b["started_at"] < a["finished_at"]
             for c in "ab":
                 assert client.get(f"/collections/{c}").json()["documents"] == 1500
     finally:

@@ -1,0 +1,121 @@
+"""The embedded queue when several API processes share one data directory (`vela serve --processes N`).
+
+Jobs must run in one place at a time: two processes running the same ingest job would each commit it. So one
+process, the job runner, holds an exclusive lock on `<data dir>/jobs.lock` and runs every job in its lanes
+(indexing/lanes.py); the others only record jobs in the job store (the route does that before `submit`), and
+the runner finds them there within `poll_s`. The kernel releases the lock when its holder dies: another
+process takes it on its next poll, runs the maintenance a start-up runs (`on_lead`), and runs again what was
+left unfinished, as after a crash (at-least-once; jobs are idempotent).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO
+
+from indexing.jobs import JobStore
+from indexing.lanes import LaneQueue
+
+log = logging.getLogger("vela.queue")
+POLL_S = 0.1  # how soon the runner sees a job another process recorded, and a process sees the runner gone
+
+
+class SharedLaneQueue:
+    """LaneQueue's interface (start, submit, join, stop) for one of several processes."""
+
+    def __init__(
+        self,
+        jobs: JobStore,
+        run: Callable[[str], object],
+        lock_path: Path,
+        *,
+        on_lead: Callable[[], None] | None = None,
+        poll_s: float = POLL_S,
+    ) -> None:
+        self.jobs = jobs
+        self.lanes = LaneQueue(jobs, run)
+        self.lock_path = lock_path
+        self.on_lead = on_lead  # start-up maintenance: done by the process that runs jobs, when it starts to
+        self.poll_s = poll_s
+        self._lock_file: IO[str] | None = None
+        self._seen: set[str] = set()  # unfinished jobs already handed to the lanes
+        self._seen_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="vela-job-runner", daemon=True)
+
+    @property
+    def leading(self) -> bool:
+        return self._lock_file is not None
+
+    def try_lead(self) -> bool:
+        """Take the runner's lock if nobody holds it; then run the maintenance and start the lanes."""
+        if self.leading:
+            return True
+        fh = open(self.lock_path, "a+")  # noqa: SIM115  (held open while this process runs jobs)
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.close()
+            return False
+        self._lock_file = fh
+        log.info("running jobs", extra={"lock": str(self.lock_path)})
+        if self.on_lead is not None:
+            self.on_lead()
+        with self._seen_lock:
+            self._seen = set(self.jobs.unfinished())  # the lanes queue these themselves as they start
+        self.lanes.start()
+        return True
+
+    def start(self) -> None:
+        self.try_lead()
+        self._thread.start()
+
+    def submit(self, job_id: str) -> None:
+        """A job this process recorded: run it here when this process is the runner, else the runner's poll
+        finds it in the job store."""
+        if not self.leading:
+            return
+        with self._seen_lock:
+            if job_id in self._seen:
+                return
+            self._seen.add(job_id)
+        self.lanes.submit(job_id)
+
+    def join(self) -> None:
+        self.lanes.join()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+        if self.leading:
+            self.lanes.stop(timeout)
+            assert self._lock_file is not None
+            self._lock_file.close()  # releases the lock: another process runs the jobs from now
+            self._lock_file = None
+
+    def _poll(self) -> None:
+        if not self.leading:
+            self.try_lead()
+            return
+        with self._seen_lock:
+            before = set(self._seen)
+        unfinished = self.jobs.unfinished()
+        with self._seen_lock:
+            new = [j for j in unfinished if j not in self._seen]
+            # Jobs finished by now leave the set, which stays as small as the backlog; one `submit` added while
+            # the store was read is kept (it may be missing from `unfinished` only because it is that new).
+            self._seen = (self._seen - (before - set(unfinished))) | set(new)
+        for job_id in new:
+            self.lanes.submit(job_id)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.poll_s):
+            try:
+                self._poll()
+            except Exception:  # a busy or briefly unreadable job store: the next poll tries again
+                log.exception("job poll failed")
