@@ -209,10 +209,12 @@ def _serve(args: argparse.Namespace) -> int:
     from service.processes import serve
 
     try:
-        resolve_device(settings.device)  # the configuration error every process would meet, met once here
+        device = resolve_device(settings.device)  # the configuration error every process would meet, met once here
     except DeviceError as e:
         print(f"vela serve: {e}", file=sys.stderr)
         return 2
+    if device.startswith("cuda") and not settings.processes:
+        return run_one()  # on a GPU the encoder is not CPU-bound: one process, one copy of the models in its memory
     return serve(n, args.host or settings.host, args.port or settings.port, run_one)
 
 

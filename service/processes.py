@@ -2,7 +2,7 @@
 
 Why processes: one Python process answers searches on at most about one and a half cores. Encoding and index
 scans release the GIL, but HTTP parsing, validation, fusion, hydration and serialisation hold it. With a
-second process on a 2-core machine, hybrid throughput at concurrency 8 went from about 215 to about 288 q/s
+second process on a 2-core machine, hybrid throughput at concurrency 8 went from 195 to 265 q/s
 (`vela bench latency`, bench/results/latency.json). This is uvicorn's and gunicorn's model: the kernel shares
 the connections of one socket among the processes that accept on it.
 

@@ -23,7 +23,7 @@ class Settings(IndexingSettings):
         ge=0,
         le=64,
         description="API processes `vela serve` starts on one port; 0: one per CPU core the process may use, at most "
-        f"{AUTO_PROCESSES_MAX} (each holds its own query encoders and loaded indexes)",
+        f"{AUTO_PROCESSES_MAX}, and one on a GPU (each holds its own query encoders and loaded indexes)",
     )
     serving_processes: int = Field(
         1, ge=1, description="set by `vela serve` in each process it starts: how many share the data directory"
