@@ -7,7 +7,11 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from indexing.job_runner import SharedLaneQueue
 from indexing.jobs import JobKind, JobStatus, JobStore
@@ -38,45 +42,50 @@ class Runs:
         return run
 
 
-def _queue(jobs: JobStore, runs: Runs, name: str, tmp_path: Path, leads: list[str]) -> SharedLaneQueue:
-    lock = tmp_path / "jobs.lock"
-    return SharedLaneQueue(jobs, runs.for_queue(name), lock, on_lead=lambda: leads.append(name), poll_s=0.02)
+@dataclass
+class Pair:
+    jobs: JobStore
+    runs: Runs
+    leads: list[str]  # which queue took the lock, in order
+    a: SharedLaneQueue
+    b: SharedLaneQueue
 
 
-def test_one_queue_runs_every_job_once_whoever_recorded_it(tmp_path: Path) -> None:
+@pytest.fixture
+def pair(tmp_path: Path) -> Iterator[Pair]:
+    """Two queues over one job store, started in this order: `a` takes the lock."""
     jobs = JobStore(tmp_path / "jobs.sqlite3")
-    runs = Runs(jobs)
-    leads: list[str] = []
-    a, b = (_queue(jobs, runs, name, tmp_path, leads) for name in "ab")
-    a.start()
-    b.start()
-    try:
-        assert (a.leading, b.leading, leads) == (True, False, ["a"])
-        ids = []
-        for i in range(40):  # recorded and submitted by either process, as its routes would
-            job = jobs.create(collection="c", kind=JobKind.DELETE, payload=[str(i)])
-            (a if i % 2 else b).submit(job.id)
-            ids.append(job.id)
-        _until(lambda: all(jobs.get(j).status == "succeeded" for j in ids))
-        time.sleep(0.2)  # a few more polls: none may run a finished job again
-        assert runs.by == Counter({("a", j): 1 for j in ids})
-    finally:
-        b.stop()
-        a.stop()
+    runs, leads = Runs(jobs), []
+
+    def queue(name: str) -> SharedLaneQueue:
+        lock = tmp_path / "jobs.lock"
+        return SharedLaneQueue(jobs, runs.for_queue(name), lock, on_lead=lambda: leads.append(name), poll_s=0.02)
+
+    out = Pair(jobs, runs, leads, queue("a"), queue("b"))
+    out.a.start()
+    out.b.start()
+    yield out
+    out.b.stop()
+    out.a.stop()
 
 
-def test_the_other_queue_takes_over_and_runs_what_was_left(tmp_path: Path) -> None:
-    jobs = JobStore(tmp_path / "jobs.sqlite3")
-    runs = Runs(jobs)
-    leads: list[str] = []
-    a, b = (_queue(jobs, runs, name, tmp_path, leads) for name in "ab")
-    a.start()
-    b.start()
-    try:
-        a.stop()  # the runner goes (a dead process's lock is released the same way, by the kernel)
-        left = jobs.create(collection="c", kind=JobKind.DELETE, payload=["x"])  # recorded meanwhile, never submitted
-        jobs.start(left.id)  # and even marked running, as a job the dead runner was in the middle of
-        _until(lambda: jobs.get(left.id).status == "succeeded")
-        assert b.leading and leads == ["a", "b"] and runs.by == Counter({("b", left.id): 1})
-    finally:
-        b.stop()
+def test_one_queue_runs_every_job_once_whoever_recorded_it(pair: Pair) -> None:
+    jobs, a, b = pair.jobs, pair.a, pair.b
+    assert (a.leading, b.leading, pair.leads) == (True, False, ["a"])
+    ids = []
+    for i in range(40):  # recorded and submitted by either process, as its routes would
+        job = jobs.create(collection="c", kind=JobKind.DELETE, payload=[str(i)])
+        (a if i % 2 else b).submit(job.id)
+        ids.append(job.id)
+    _until(lambda: all(jobs.get(j).status == "succeeded" for j in ids))
+    time.sleep(0.2)  # a few more polls: none may run a finished job again
+    assert pair.runs.by == Counter({("a", j): 1 for j in ids})
+
+
+def test_the_other_queue_takes_over_and_runs_what_was_left(pair: Pair) -> None:
+    jobs = pair.jobs
+    pair.a.stop()  # the runner goes (a dead process's lock is released the same way, by the kernel)
+    left = jobs.create(collection="c", kind=JobKind.DELETE, payload=["x"])  # recorded meanwhile, never submitted
+    jobs.start(left.id)  # and even marked running, as a job the dead runner was in the middle of
+    _until(lambda: jobs.get(left.id).status == "succeeded")
+    assert pair.b.leading and pair.leads == ["a", "b"] and pair.runs.by == Counter({("b", left.id): 1})
