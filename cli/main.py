@@ -13,15 +13,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run the HTTP API (embedded default: in-process queue, data in ./.vela)")
-    serve.add_argument("--host", default=None, help="bind address (default VELA_HOST or 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=None, help="port (default VELA_PORT or 8000)")
-    serve.add_argument("--data-dir", default=None, help="data directory (default VELA_DATA_DIR or ./.vela)")
-    serve.add_argument(
-        "--processes",
-        type=int,
-        default=None,
-        help="API processes on the one port (default VELA_PROCESSES; 0: one per CPU core, at most 4)",
-    )
+    _add_serve_arguments(serve)
     serve.set_defaults(func=_serve)
 
     worker = sub.add_parser("worker", help="run an indexing worker that takes jobs from Redis (VELA_REDIS_URL)")
@@ -173,49 +165,16 @@ RECIPES: dict[str, tuple[str, str]] = {
 }
 
 
+def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    from cli.serve import add_arguments  # argparse only: the server's imports are in its main
+
+    add_arguments(parser)
+
+
 def _serve(args: argparse.Namespace) -> int:
-    if args.data_dir:
-        os.environ["VELA_DATA_DIR"] = args.data_dir
-    import uvicorn
+    from cli.serve import main as serve_main
 
-    from indexing.logs import configure_logging
-    from models.device import DeviceError
-    from service.main import create_app
-    from service.server import uvicorn_config
-    from service.settings import Settings
-
-    if args.processes is not None:
-        os.environ["VELA_PROCESSES"] = str(args.processes)
-    settings = Settings()
-    configure_logging(settings.log_level)
-    n = settings.process_count()
-
-    def run_one(sock: object = None) -> int:
-        """One API process: on its own port, or accepting on the supervisor's socket."""
-        own = Settings()  # in a forked process: VELA_SERVING_PROCESSES is set now
-        try:  # VELA_DEVICE is resolved while the app is built: `cuda` without CUDA stops here, before serving
-            app = create_app(own)
-        except DeviceError as e:
-            print(f"vela serve: {e}", file=sys.stderr)
-            return 2
-        # Header, keep-alive and connection limits come from the settings (VELA_HEADER_TIMEOUT_S and the rest).
-        server = uvicorn.Server(uvicorn_config(app, own, host=args.host, port=args.port))
-        server.run(sockets=[sock] if sock is not None else None)  # type: ignore[list-item]
-        return 0
-
-    if n == 1:
-        return run_one()
-    from models.device import resolve_device
-    from service.processes import serve
-
-    try:
-        device = resolve_device(settings.device)  # the configuration error every process would meet, met once here
-    except DeviceError as e:
-        print(f"vela serve: {e}", file=sys.stderr)
-        return 2
-    if device.startswith("cuda") and not settings.processes:
-        return run_one()  # on a GPU the encoder is not CPU-bound: one process, one copy of the models in its memory
-    return serve(n, args.host or settings.host, args.port or settings.port, run_one)
+    return serve_main(args)
 
 
 def _worker(args: argparse.Namespace) -> int:

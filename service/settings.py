@@ -83,11 +83,12 @@ class Settings(IndexingSettings):
     def _strip(cls, v: str) -> str:
         return v.strip()
 
-    def process_count(self) -> int:
-        """How many API processes `vela serve` starts (VELA_PROCESSES, 0: one per usable core, capped)."""
+    def process_count(self, *, gpu: bool = False) -> int:
+        """How many API processes `vela serve` starts: VELA_PROCESSES, or with 0 one per usable core (capped), and
+        one on a GPU, where the encoder is not CPU-bound and each process would hold its own copy of the models."""
         if self.processes:
             return self.processes
-        return max(1, min(len(os.sched_getaffinity(0)), AUTO_PROCESSES_MAX))
+        return 1 if gpu else max(1, min(len(os.sched_getaffinity(0)), AUTO_PROCESSES_MAX))
 
     @property
     def api_key_set(self) -> frozenset[str]:

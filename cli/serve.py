@@ -1,0 +1,63 @@
+"""`vela serve`: the HTTP API, in this process or in one API process per CPU core (service/processes.py).
+
+vela serve [--host H] [--port P] [--data-dir D] [--processes N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", default=None, help="bind address (default VELA_HOST or 127.0.0.1)")
+    p.add_argument("--port", type=int, default=None, help="port (default VELA_PORT or 8000)")
+    p.add_argument("--data-dir", default=None, help="data directory (default VELA_DATA_DIR or ./.vela)")
+    p.add_argument(
+        "--processes",
+        type=int,
+        default=None,
+        help="API processes on the one port (default VELA_PROCESSES; 0: one per CPU core, at most 4)",
+    )
+
+
+def _run_one(args: argparse.Namespace, sock: socket.socket | None = None) -> int:
+    """One API process: on its own port, or accepting on the supervisor's socket (in a forked process)."""
+    import uvicorn
+
+    from service.main import create_app
+    from service.server import uvicorn_config
+    from service.settings import Settings
+
+    settings = Settings()  # read here: a forked process has VELA_SERVING_PROCESSES set by now
+    app = create_app(settings)
+    # Header, keep-alive and connection limits come from the settings (VELA_HEADER_TIMEOUT_S and the rest).
+    uvicorn.Server(uvicorn_config(app, settings, host=args.host, port=args.port)).run(
+        sockets=[sock] if sock is not None else None
+    )
+    return 0
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.data_dir:
+        os.environ["VELA_DATA_DIR"] = args.data_dir
+    if args.processes is not None:
+        os.environ["VELA_PROCESSES"] = str(args.processes)
+    from indexing.logs import configure_logging
+    from models.device import DeviceError, resolve_device
+    from service.processes import serve
+    from service.settings import Settings
+
+    settings = Settings()
+    configure_logging(settings.log_level)
+    try:  # `cuda` without CUDA stops here, before anything serves or reads the data directory
+        device = resolve_device(settings.device)
+    except DeviceError as e:
+        print(f"vela serve: {e}", file=sys.stderr)
+        return 2
+    n = settings.process_count(gpu=device.startswith("cuda"))
+    if n == 1:
+        return _run_one(args)
+    return serve(n, args.host or settings.host, args.port or settings.port, lambda sock: _run_one(args, sock))
