@@ -79,8 +79,10 @@ def _child(slot: int, sock: socket.socket, run_one: Callable[[socket.socket], in
 def serve(n: int, host: str, port: int, run_one: Callable[[socket.socket], int]) -> int:
     """Run `run_one(socket)` in `n` forked processes until SIGTERM/SIGINT; the exit status for the CLI."""
     sock = bind(host, port)
-    own_metrics_dir = "PROMETHEUS_MULTIPROC_DIR" not in os.environ
-    metrics_dir = os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="vela-metrics-"))
+    own_metrics_dir = "PROMETHEUS_MULTIPROC_DIR" not in os.environ  # else the operator's: kept at exit
+    if own_metrics_dir:
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="vela-metrics-")
+    metrics_dir = os.environ["PROMETHEUS_MULTIPROC_DIR"]
     os.environ["VELA_SERVING_PROCESSES"] = str(n)
     parent = os.getpid()
     children: dict[int, int] = {}  # pid -> slot
