@@ -60,4 +60,6 @@ def main(args: argparse.Namespace) -> int:
     n = settings.process_count(gpu=device.startswith("cuda"))
     if n == 1:
         return _run_one(args)
-    return serve(n, args.host or settings.host, args.port or settings.port, lambda sock: _run_one(args, sock))
+    port = args.port or settings.port
+    metrics = settings.data_dir.expanduser().resolve() / "run" / f"metrics-{port}"  # one server per port and data dir
+    return serve(n, args.host or settings.host, port, lambda sock: _run_one(args, sock), metrics)

@@ -9,7 +9,8 @@ the connections of one socket among the processes that accept on it.
 What the processes share is the data directory, and each part already works across processes. Searches read
 published manifests, which every process's background reader follows. Jobs run in one process at a time
 (indexing/job_runner.py). Metrics are summed over the processes at scrape time (prometheus_client's
-multiprocess mode: this module sets PROMETHEUS_MULTIPROC_DIR before any process imports prometheus_client).
+multiprocess mode: this module sets PROMETHEUS_MULTIPROC_DIR, `<data dir>/run/metrics-<port>` unless set, before the
+processes are forked).
 
 The supervisor forks the processes after the imports (so they start fast and share those pages) and before
 any thread pool is started. It starts a process again when one dies. It stops them all on SIGTERM or SIGINT,
@@ -27,9 +28,9 @@ import os
 import shutil
 import signal
 import socket
-import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from types import FrameType
 
 log = logging.getLogger("vela.service")
@@ -76,13 +77,18 @@ def _child(slot: int, sock: socket.socket, run_one: Callable[[socket.socket], in
         os._exit(code)
 
 
-def serve(n: int, host: str, port: int, run_one: Callable[[socket.socket], int]) -> int:
-    """Run `run_one(socket)` in `n` forked processes until SIGTERM/SIGINT; the exit status for the CLI."""
+def serve(n: int, host: str, port: int, run_one: Callable[[socket.socket], int], metrics_dir: Path) -> int:
+    """Run `run_one(socket)` in `n` forked processes until SIGTERM/SIGINT; the exit status for the CLI.
+
+    `metrics_dir`: where the processes keep their metric values unless PROMETHEUS_MULTIPROC_DIR names another
+    folder. It is emptied at start, because files of an earlier run would add to the counts (prometheus_client's
+    rule), and removed at exit; a killed server's files are emptied by the next start."""
     sock = bind(host, port)
-    own_metrics_dir = "PROMETHEUS_MULTIPROC_DIR" not in os.environ  # else the operator's: kept at exit
+    own_metrics_dir = "PROMETHEUS_MULTIPROC_DIR" not in os.environ  # else the operator's: left as it is
     if own_metrics_dir:
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="vela-metrics-")
-    metrics_dir = os.environ["PROMETHEUS_MULTIPROC_DIR"]
+        shutil.rmtree(metrics_dir, ignore_errors=True)
+        metrics_dir.mkdir(parents=True)
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
     os.environ["VELA_SERVING_PROCESSES"] = str(n)
     parent = os.getpid()
     children: dict[int, int] = {}  # pid -> slot
