@@ -180,12 +180,37 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "adapt_command": ab_trained["command"],
             "training": _training(ab_record),
         }
+    if args.query_log_minutes:
+        out["query_log"] = query_log_arm(args, work, data, coll, name)
     for label, path in (("published_fp32", RESULTS / f"eval-{ds}.json"), ("revela", RESULTS / f"revela-{ds}.json")):
         if path.exists():
             pub = json.loads(path.read_text())
             out["baselines"][label] = {"metrics": pub["metrics"], "command": pub["command"], "file": str(path.name)}
     out["plot"] = plot(out, RESULTS / f"adapt-{ds}.png")
     return out
+
+
+def query_log_arm(args: argparse.Namespace, work: Path, data: str, coll: str, name: str) -> dict[str, Any]:
+    """The recipe with a query log beside the pseudo-queries: the dataset's queries that are *not* evaluated
+    (their texts only, written to <work>/query-log.jsonl; the bench reads the evaluated split's query ids to
+    leave them out, the recipe reads no qrels), as a service's logged searches would be."""
+    from velaio.beir import read_qrels, read_queries
+
+    evaluated = set(read_qrels(Path(data), "test"))
+    logged = [{"text": t} for q, t in read_queries(Path(data)).items() if q not in evaluated]
+    log_file = work / "query-log.jsonl"
+    log_file.write_text("".join(json.dumps(x) + "\n" for x in logged))
+    ql = f"{name}-querylog"
+    argv = ["adapt", coll, "--out", ql, "--data-dir", str(work), "--max_minutes", f"{args.query_log_minutes:g}"]
+    trained = step(work, "query-log", [*argv, "--queries", str(log_file), *args.adapt_flags], parse_stdout=True)
+    evaluated_run = evaluate(work, "query-log", data, str(work / "models" / ql), "bm25,dense,hybrid")
+    record = json.loads((work / "models" / ql / "training_args.json").read_text())
+    return {
+        **metrics(evaluated_run),
+        "adapt_command": trained["command"],
+        "logged_queries": len(logged),
+        "training": _training(record),
+    }
 
 
 def _training(record: dict[str, Any]) -> dict[str, Any]:
@@ -214,6 +239,10 @@ def plot(result: dict[str, Any], path: Path) -> str:
     if "no_teacher" in base:
         t = base["no_teacher"]["training"]["train_seconds"] / 60.0
         ax.plot([t], [base["no_teacher"]["metrics"]["dense"]["ndcg@10"]], "x", ms=9, c="C3", label="no teacher: dense")
+    if "query_log" in result:
+        ql = result["query_log"]
+        ax.plot([ql["training"]["train_seconds"] / 60.0], [ql["metrics"]["dense"]["ndcg@10"]], "s", c="C4",
+                label="with a query log: dense")  # fmt: skip
     if "revela" in base:
         ax.axhline(base["revela"]["metrics"]["dense"]["ndcg@10"], ls="--", c="C2", label="Revela (30 steps): dense")
     ax.set_xlabel("minutes of training (2-core CPU, bf16)")
@@ -232,6 +261,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--minutes", type=float, default=25.0, help="vela adapt --max_minutes (the whole run)")
     p.add_argument("--checkpoints", type=float, nargs="*", default=[], help="minutes of training to evaluate at")
     p.add_argument("--ablation-minutes", type=float, default=0.0, help="budget of the no-teacher run (0: none)")
+    p.add_argument(
+        "--query-log-minutes",
+        type=float,
+        default=0.0,
+        help="budget of the run with the unevaluated queries as a query log (0: none)",
+    )
     p.add_argument("--workdir", default=None, help="default .vela-bench/adapt/<dataset>")
     p.add_argument("--adapt-flags", nargs=argparse.REMAINDER, default=[], help="more vela adapt flags (last)")
     p.add_argument("--untrained-only", action="store_true", help="ingest and evaluate the untrained model only")

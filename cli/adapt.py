@@ -136,26 +136,46 @@ def adapt(collection: str, name: str, aargs: Any, *, command: str) -> dict[str, 
         raise LookupError(f"no collection named {collection!r}") from e
     embedder = state.embedders.get(coll.settings.embedder)
     fanout = state.collections.fanout
-    pqs = pseudo_queries(coll, aargs)
-    if aargs.teacher == "hybrid":
-        examples, teacher = label(
-            candidates(coll, embedder, fanout, pqs, aargs.depth),
-            alpha=aargs.fusion_alpha,
-            depth=aargs.depth,
-            skip_top=aargs.skip_top,
-            consistency_top_k=aargs.consistency_top_k,
-        )
-    else:  # the ablation: the same pseudo-queries, their sources as positives, nothing from a teacher
-        examples = unlabelled([_bare(p) for p in pqs])
-        teacher = {"pseudo_queries": len(pqs), "kept": len(examples)}
-    if not examples:
-        raise LookupError(f"collection {collection!r} gave no usable pseudo-queries (too few sentences?)")
-    prep_s = time.monotonic() - t0
-    minutes = (aargs.max_minutes * 60.0 - prep_s - SAVE_RESERVE_S) / 60.0
-    log.info("pseudo-labels in %.0f s; %.1f minutes left to train", prep_s, minutes)
+    if aargs.tower == "query" and embedder.contextual:
+        raise LookupError(f"collection {collection!r} has a contextual embedder: adapt it with --tower both")
+    pqs = pseudo_queries(coll, aargs) + logged_queries(aargs.queries)
     work = settings.data_dir / "adapt" / name  # checkpoints stay here; the registry copies the model only
     student = _student(aargs.student) if aargs.student else str(coll.settings.embedder)
-    record = train(examples, aargs, model=student, out=work, minutes=minutes)
+    if aargs.tower == "query":
+        from training.adapt.dataset import listwise, sources_only
+        from training.adapt.query_tower import train as train_query_tower
+
+        if aargs.teacher == "hybrid":
+            lists, texts, teacher = listwise(
+                candidates(coll, embedder, fanout, pqs, aargs.depth),
+                alpha=aargs.fusion_alpha,
+                consistency_top_k=aargs.consistency_top_k,
+            )
+        else:  # the ablation: the same pseudo-queries, in-batch, nothing from a teacher
+            lists, texts = sources_only([_bare(p) for p in pqs])
+            teacher = {"pseudo_queries": len(pqs), "kept": len(lists)}
+        if not lists:
+            raise LookupError(f"collection {collection!r} gave no usable pseudo-queries (too few sentences?)")
+        # The fixed side: every text a list holds, as the collection's own embedder (serving form) encodes it.
+        vectors = embedder.encode_documents(texts, context=coll.query_context(fanout))  # (T, d)
+        prep_s = time.monotonic() - t0
+        record = train_query_tower(lists, vectors, aargs, model=student, out=work, minutes=_minutes_left(aargs, t0))
+    else:
+        if aargs.teacher == "hybrid":
+            examples, teacher = label(
+                candidates(coll, embedder, fanout, [p for p in pqs if p.doc_id], aargs.depth),
+                alpha=aargs.fusion_alpha,
+                depth=aargs.depth,
+                skip_top=aargs.skip_top,
+                consistency_top_k=aargs.consistency_top_k,
+            )
+        else:  # the ablation: the same pseudo-queries, their sources as positives, nothing from a teacher
+            examples = unlabelled([_bare(p) for p in pqs if p.doc_id])
+            teacher = {"pseudo_queries": len(pqs), "kept": len(examples)}
+        if not examples:
+            raise LookupError(f"collection {collection!r} gave no usable pseudo-queries (too few sentences?)")
+        prep_s = time.monotonic() - t0
+        record = train(examples, aargs, model=student, out=work, minutes=_minutes_left(aargs, t0))
     record = {
         "command": command,
         "recipe": "adapt",
@@ -177,6 +197,28 @@ def adapt(collection: str, name: str, aargs: Any, *, command: str) -> dict[str, 
         "work_dir": str(work),
         **{k: record[k] for k in ("steps", "examples", "train_seconds", "total_seconds", "teacher")},
     }
+
+
+def _minutes_left(aargs: Any, t0: float) -> float:
+    """What is left of the budget for training, once pseudo-labels are made and saving is set aside."""
+    minutes = (aargs.max_minutes * 60.0 - (time.monotonic() - t0) - SAVE_RESERVE_S) / 60.0
+    log.info("pseudo-labels in %.0f s; %.1f minutes left to train", time.monotonic() - t0, minutes)
+    return minutes
+
+
+def logged_queries(path: str) -> list[Any]:
+    """--queries: unlabelled queries from a file, as pseudo-queries without a source (no document is theirs)."""
+    if not path:
+        return []
+    from indexing.fusion_choice import PseudoQuery
+    from velaio.beir import read_query_texts
+
+    try:
+        texts = read_query_texts(Path(path))
+    except (OSError, ValueError) as e:
+        raise LookupError(f"--queries: cannot read {path}: {e}") from e
+    log.info("%d queries from %s", len(texts), path)
+    return [PseudoQuery("", frozenset(), " ".join(t.split()[:32]), "") for t in texts]
 
 
 def _student(name: str) -> str:
@@ -201,19 +243,24 @@ def _model_label(embedder: str) -> str:
 
 
 def pseudo_queries(coll: Any, aargs: Any) -> list[Any]:
-    """ICT pseudo-queries, `queries_per_doc` rounds of the fusion chooser's sampler (a new seed each round:
-    another sentence of another passage), duplicates dropped, at most max_queries."""
+    """Title pseudo-queries (one per titled document, unless --title_queries false), then ICT pseudo-queries:
+    `queries_per_doc` rounds of the fusion chooser's sampler (a new seed each round: another sentence of another
+    passage), duplicates dropped, at most max_queries of them."""
     from indexing.fusion_choice import ChoiceParams, documents_of, sample_pseudo_queries
+    from indexing.pseudo_queries import title_pseudo_queries
 
     docs = documents_of(coll)
+    titles = title_pseudo_queries(coll) if aargs.title_queries else []
+    if not aargs.queries_per_doc:
+        return titles
     per_round = docs if not aargs.max_queries else min(docs, -(-aargs.max_queries // aargs.queries_per_doc))
     seen: dict[tuple[str, str], Any] = {}
     for r in range(aargs.queries_per_doc):
         for p in sample_pseudo_queries(coll, ChoiceParams(samples=per_round, seed=aargs.seed + r)):
             seen.setdefault((p.doc_id, p.query), p)
-    out = list(seen.values())
-    log.info("%d pseudo-queries from %d documents", len(out), docs)
-    return out[: aargs.max_queries] if aargs.max_queries else out
+    out = list(seen.values())[: aargs.max_queries] if aargs.max_queries else list(seen.values())
+    log.info("%d title and %d sentence pseudo-queries from %d documents", len(titles), len(out), docs)
+    return titles + out
 
 
 def _bare(p: Any) -> Any:
@@ -240,9 +287,13 @@ def candidates(coll: Any, embedder: Any, fanout: Any, pqs: list[Any], depth: int
         part = pqs[start : start + SEARCH_CHUNK]
         queries = [p.query for p in part]
         qv = embedder.encode_queries(queries, context=context)  # (n, d)
-        dv = embedder.encode_documents([p.rest for p in part], context=context)  # (n, d)
-        dense_pos = exact_scores(dv[:, None, :], qv)[:, 0]  # (n,)
-        bm25_pos = _bm25_of_rest(coll, fanout, versions, part)  # (n,)
+        own = [i for i, p in enumerate(part) if p.doc_id]  # a logged query has no source to score
+        dense_pos = np.full(len(part), np.nan)  # (n,)
+        bm25_pos = np.full(len(part), np.nan)  # (n,)
+        if own:
+            dv = embedder.encode_documents([part[i].rest for i in own], context=context)  # (m, d)
+            dense_pos[own] = exact_scores(dv[:, None, :], qv[own])[:, 0]
+            bm25_pos[own] = _bm25_of_rest(coll, fanout, versions, [part[i] for i in own])
         found = {}
         for mode in ("dense", "bm25"):
             req = RankRequest(mode=mode, k=depth + 1, depth=depth)  # type: ignore[arg-type]

@@ -115,6 +115,8 @@ def embedder_from_dir(root: Path, *, device: str = "cpu", precision: str = "fp32
     """Load a model directory with the class the tables above name for it."""
     config = EmbedderConfig.from_dir(root)  # read first: a bad vela_embedder.json fails the same for every class
     loader = ARCHITECTURES.get(model_type(root) or "") or BACKENDS[config.backend]
+    if config.query_encoder and loader is not _torch:
+        raise ValueError(f"{root}: a separate query encoder is read by the torch backend of a plain encoder only")
     return loader(root, config, device, precision)
 
 

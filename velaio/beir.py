@@ -47,3 +47,18 @@ def read_query_ids(path: Path) -> set[str]:
 
 def write_query_ids(path: Path, qids: list[str]) -> None:
     write_atomic(path, "".join(f"{q}\n" for q in qids).encode())
+
+
+def read_query_texts(path: Path) -> list[str]:
+    """Unlabelled queries (a query log, or a BEIR queries.jsonl): one per line, a JSON line's `text` where a line
+    is a JSON object; blank lines skipped, duplicates kept once, in file order."""
+    out: dict[str, None] = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if line.startswith("{"):
+                value = json.loads(line).get("text")
+                line = value.strip() if isinstance(value, str) else ""
+            if line:
+                out.setdefault(line, None)
+    return list(out)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ CONFIG_NAME = "vela_embedder.json"
 POOLINGS = ("mean", "cls", "last")
 # What runs the transformer: torch (training, GPU, bf16) or an exported ONNX graph (CPU, optionally int8).
 BACKENDS = ("torch", "onnx")
+SUBDIR_RE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}")  # one plain name: never a path out of the model
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,9 @@ class EmbedderConfig:
     matryoshka_dims: tuple[int, ...] = field(default_factory=tuple)
     # Configs written before this field existed have no `backend` key and load as torch.
     backend: str = "torch"
+    # A subdirectory holding a second encoder for queries (an asymmetric model: `vela adapt` trains the query
+    # side alone, so documents keep the vectors the base model gave them). Empty: one encoder for both sides.
+    query_encoder: str = ""
 
     def __post_init__(self) -> None:
         if self.pooling not in POOLINGS:
@@ -39,6 +44,8 @@ class EmbedderConfig:
             raise ValueError(f"matryoshka_dims must be positive, got {self.matryoshka_dims}")
         if self.backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
+        if self.query_encoder and not SUBDIR_RE.fullmatch(self.query_encoder):
+            raise ValueError(f"query_encoder must name a subdirectory of the model, got {self.query_encoder!r}")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -75,10 +75,13 @@ class Embedder:
         name: str,
         device: str = "cpu",
         precision: str = "fp32",
+        query_model: PreTrainedModel | None = None,
     ) -> None:
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
         self.model = model.eval().to(device)
+        # An asymmetric model's query encoder (config.query_encoder); None: `model` encodes both sides.
+        self.query_model = query_model.eval().to(device) if query_model is not None else None
         self._setup(
             tokenizer,
             config,
@@ -117,7 +120,14 @@ class Embedder:
         config = EmbedderConfig.from_dir(root)
         tokenizer = AutoTokenizer.from_pretrained(root, local_files_only=True)
         model = AutoModel.from_pretrained(root, local_files_only=True)
-        return cls(model, tokenizer, config, name=str(root), device=device, precision=precision)
+        query_model = None
+        if config.query_encoder:
+            query_model = AutoModel.from_pretrained(root / config.query_encoder, local_files_only=True)
+            if query_model.config.hidden_size != model.config.hidden_size:
+                raise ValueError(f"{root}: the query encoder's width differs from the document encoder's")
+        return cls(
+            model, tokenizer, config, name=str(root), device=device, precision=precision, query_model=query_model
+        )
 
     @property
     def max_tokens(self) -> int:
@@ -131,7 +141,10 @@ class Embedder:
         self, texts: Sequence[str], *, batch_size: int = 64, context: CorpusContext | None = None
     ) -> np.ndarray:
         self._refuse_context(context)
-        return self._encode([self.config.query_prefix + t for t in texts], batch_size)
+        texts = [self.config.query_prefix + t for t in texts]
+        if getattr(self, "query_model", None) is not None:
+            return self._encode(texts, batch_size, lambda b: self._forward(b, self.query_model))
+        return self._encode(texts, batch_size)
 
     def encode_documents(
         self, texts: Sequence[str], *, batch_size: int = 32, context: CorpusContext | None = None
@@ -156,17 +169,20 @@ class Embedder:
         return out
 
     @torch.inference_mode()
-    def _forward(self, texts: list[str]) -> np.ndarray:
+    def _forward(self, texts: list[str], model: PreTrainedModel | None = None) -> np.ndarray:
         with self._tok_lock:
             batch = self.tokenizer(
                 texts, padding=True, truncation=True, max_length=self.max_tokens, return_tensors="pt"
             )
-        hidden = self._last_hidden_state(batch)  # (B, L, d)
+        hidden = self._last_hidden_state(batch, model)  # (B, L, d)
         return pool(hidden, batch["attention_mask"], self.config).cpu().numpy()  # (B, d)
 
-    def _last_hidden_state(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        """The backend hook: token states (B, L, d) for a tokenised batch (CPU tensors)."""
+    def _last_hidden_state(
+        self, batch: Mapping[str, torch.Tensor], model: PreTrainedModel | None = None
+    ) -> torch.Tensor:
+        """The backend hook: token states (B, L, d) for a tokenised batch (CPU tensors), by `model` (the query
+        encoder of an asymmetric model) or the document encoder."""
         inputs = {k: v.to(self.device) for k, v in batch.items()}
         dtype = torch.bfloat16 if self.precision == "bf16" else torch.float32
         with torch.autocast(self.device.split(":")[0], dtype=dtype, enabled=self.precision == "bf16"):
-            return self.model(**inputs).last_hidden_state  # (B, L, d)
+            return (model or self.model)(**inputs).last_hidden_state  # (B, L, d)

@@ -13,6 +13,7 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnxruntime as ort
@@ -191,7 +192,7 @@ class OnnxEmbedder(Embedder):
         texts = [self.config.document_prefix + t for t in texts]
         return self._encode(texts, batch_size, lambda batch: self._run(self.document_session, batch))
 
-    def _forward(self, texts: list[str]) -> np.ndarray:
+    def _forward(self, texts: list[str], model: Any = None) -> np.ndarray:  # one graph: `model` is unused
         """Queries: a batch is run in groups of similar length (`length_groups`), each padded to its own longest
         text, not all to the longest of the batch. A lone text runs as `_run` runs it."""
         tok = self.tokenizer
@@ -226,7 +227,7 @@ class OnnxEmbedder(Embedder):
         (hidden,) = session.run([OUTPUT_NAME], feeds)  # (B, L, d) float32
         return pool_numpy(hidden, feeds["attention_mask"], self.config)  # (B, d)
 
-    def _last_hidden_state(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    def _last_hidden_state(self, batch: Mapping[str, torch.Tensor], model: Any = None) -> torch.Tensor:
         ids = batch["input_ids"].numpy()  # (B, L) int64
         feeds = {n: batch[n].numpy() if n in batch else np.zeros_like(ids) for n in self._input_names}
         (hidden,) = self.session.run([OUTPUT_NAME], feeds)  # (B, L, d)

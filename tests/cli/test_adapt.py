@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from cli.main import main
@@ -41,7 +42,8 @@ def test_adapt_trains_and_registers_the_model(
     vela = ingest(tmp_path, tiny_embedder_dir)
     monkeypatch.delenv("VELA_MODELS_DIR", raising=False)
     capsys.readouterr()
-    flags = ["--max_minutes", "0.3", "--batch_size", "4", "--depth", "8", "--bf16", "false", "--checkpoint_minutes"]
+    flags = ["--max_minutes", "0.3", "--batch_size", "4", "--depth", "8", "--bf16", "false", "--learning_rate", "0.01"]
+    flags += ["--warmup_steps", "0", "--checkpoint_minutes"]
     assert main(["adapt", "notes", "--out", "notes-adapted", "--data-dir", str(vela), *flags, "0.001"]) == 0
     printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert printed["registered"] == "notes-adapted" and printed["kind"] == "embedder" and printed["steps"] >= 1
@@ -52,8 +54,17 @@ def test_adapt_trains_and_registers_the_model(
     entry = ModelRegistry(vela / "models").get("notes-adapted")
     assert entry.training is not None and entry.training["recipe"] == "adapt"
     assert entry.training["command"].startswith("vela adapt notes --out notes-adapted")
-    assert (Path(printed["work_dir"]) / "checkpoint-0.001min" / "config.json").is_file()
+    assert (Path(printed["work_dir"]) / "checkpoint-0.001min" / "query_encoder" / "config.json").is_file()
     assert not any(p.name.startswith("checkpoint-") for p in entry.path.iterdir())  # type: ignore[union-attr]
+    # The default recipe trains the query side alone: documents encode as the base model encodes them, queries
+    # by the trained query encoder.
+    from models import load_embedder
+
+    adapted, base = load_embedder(entry.path), load_embedder(tiny_embedder_dir)  # type: ignore[arg-type]
+    assert adapted.config.query_encoder == "query_encoder" and adapted.query_model is not None
+    texts = ["insulin study results", "graphene tides"]
+    assert np.array_equal(adapted.encode_documents(texts), base.encode_documents(texts))
+    assert not np.allclose(adapted.encode_queries(texts), base.encode_queries(texts), atol=1e-6)
     # --student: an earlier adaptation, by its registered name, trained further.
     more = ["--max_minutes", "0.2", "--batch_size", "4", "--depth", "8", "--bf16", "false"]
     assert main(["adapt", "notes", "--out", "again", "--student", "notes-adapted", "--data-dir", str(vela), *more]) == 0

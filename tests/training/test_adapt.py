@@ -127,11 +127,65 @@ def test_the_recipe_reads_no_qrels(tmp_path: Path, tiny_embedder_dir: Path, monk
             "--bf16",
             "false",
         ]
-        assert main(["adapt", "notes", "--out", "with-teacher", *flags]) == 0
+        # The default (the query encoder) with unlabelled logged queries beside the pseudo-queries, its ablation,
+        # and the two-sided recipe.
+        queries = ["--queries", str(beir / "queries.jsonl")]
+        assert main(["adapt", "notes", "--out", "with-teacher", *queries, *flags]) == 0
         assert main(["adapt", "notes", "--out", "no-teacher", "--teacher", "none", *flags]) == 0
+        assert main(["adapt", "notes", "--out", "both", "--tower", "both", *flags]) == 0
     finally:
         opened = ARMED[1:]
         ARMED.clear()
         os.chmod(qrels, 0o644)
     assert opened == []
-    assert {p.name for p in (vela / "models").iterdir() if not p.name.startswith(".")} == {"with-teacher", "no-teacher"}
+    assert {p.name for p in (vela / "models").iterdir() if not p.name.startswith(".")} == {"with-teacher", "no-teacher", "both"}
+
+
+def test_listwise_kl_is_zero_when_the_student_list_matches_the_teacher() -> None:
+    from training.losses.listwise_kl import ListwiseKLLoss
+
+    loss = ListwiseKLLoss(student_temperature=0.5, teacher_temperature=1.0)
+    cos = torch.tensor([[0.5, 0.0, -0.5, 0.3]])  # the last slot is padding
+    mask = torch.tensor([[True, True, True, False]])
+    assert loss(cos, cos / 0.5, mask).item() == pytest.approx(0.0, abs=1e-6)  # same distribution over real slots
+    assert loss(cos, torch.tensor([[0.0, 0.0, 5.0, 99.0]]), mask).item() > 1.0  # padding's 99 counts for nothing
+    flat = loss(cos, torch.tensor([[0.0, 0.0, 0.0, 0.0]]), mask)
+    assert 0 < flat.item() < loss(cos, torch.tensor([[0.0, 0.0, 5.0, 0.0]]), mask).item()
+
+
+def test_listwise_lists_share_one_text_table_and_keep_logged_queries() -> None:
+    from training.adapt.dataset import listwise, sources_only
+
+    good = cands("good", (0.9, 12.0), [(0.8, 5.0), (0.5, np.nan), (np.nan, 3.0)])
+    bad = cands("bad", (0.1, 0.0), [(0.9, 9.0), (0.8, 8.0), (0.7, 7.0), (0.6, 6.0)])
+    # A logged query has no source: row 0 is not scored (NaN) and is left out of its list.
+    logged = Candidates("logged", "", "", ["good other 0", "x"], ["o0", "x"], np.array([np.nan, 0.2, 0.9]),
+                        np.array([np.nan, 1.0, 4.0]))  # fmt: skip
+    lists, texts, stats = listwise([good, bad, logged], alpha=0.5, consistency_top_k=2)
+    assert [e.query for e in lists] == ["good", "logged"] and stats["with_source"] == 2 and stats["kept"] == 2
+    assert texts[lists[0].rows[0]] == "positive of good" and lists[0].teacher[0] == lists[0].teacher.max()
+    assert len(lists[1].rows) == 2 and texts[lists[1].rows[0]] == "good other 0"  # one table row per text
+    assert lists[1].teacher[1] > lists[1].teacher[0]
+    assert len(texts) == len(set(texts))
+    alone, table = sources_only([good, bad, logged])
+    assert [e.query for e in alone] == ["good", "bad"] and table == ["positive of good", "positive of bad"]
+
+
+def test_a_query_encoder_is_read_only_by_the_torch_backend_and_only_from_inside_the_model(tmp_path: Path) -> None:
+    from models import EmbedderConfig
+    from models.loading import embedder_from_dir
+
+    for bad in ("../elsewhere", "/etc", "a/b", "..", ".hidden"):
+        with pytest.raises(ValueError, match="query_encoder"):
+            EmbedderConfig(query_encoder=bad)
+    (tmp_path / "vela_embedder.json").write_text(json.dumps({"backend": "onnx", "query_encoder": "query_encoder"}))
+    with pytest.raises(ValueError, match="torch backend"):
+        embedder_from_dir(tmp_path)
+
+
+def test_query_texts_are_read_from_plain_lines_or_json_lines(tmp_path: Path) -> None:
+    from velaio.beir import read_query_texts
+
+    f = tmp_path / "log.txt"
+    f.write_text('insulin dose\n\n{"_id": "1", "text": "graphene  sheets "}\ninsulin dose\n{"text": 3}\n')
+    assert read_query_texts(f) == ["insulin dose", "graphene  sheets"]

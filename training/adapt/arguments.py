@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 TEACHERS = ("hybrid", "none")
+TOWERS = ("query", "both")
 
 
 @dataclass
@@ -19,7 +20,26 @@ class AdaptArguments:
     max_minutes: float = field(
         default=25.0, metadata={"help": "wall-clock budget of the whole run: pseudo-labels, then training"}
     )
-    queries_per_doc: int = field(default=2, metadata={"help": "pseudo-queries cut from each document (ICT rounds)"})
+    tower: str = field(
+        default="query",
+        metadata={
+            "help": "query: train the query encoder alone against the collection's document vectors (listwise "
+            "distillation; documents keep their vectors); both: one encoder for both sides (margin-MSE)"
+        },
+    )
+    queries: str = field(
+        default="",
+        metadata={
+            "help": "a file of unlabelled queries (one per line, or JSON lines with 'text'), e.g. from a "
+            "query log, used beside the pseudo-queries"
+        },
+    )
+    title_queries: bool = field(
+        default=True, metadata={"help": "a pseudo-query per titled document: its title, its first passage the positive"}
+    )
+    queries_per_doc: int = field(
+        default=2, metadata={"help": "pseudo-queries cut from each document (ICT rounds; 0: --queries alone)"}
+    )
     max_queries: int = field(default=3500, metadata={"help": "most pseudo-queries in all (0: no cap)"})
     teacher: str = field(
         default="hybrid",
@@ -35,9 +55,10 @@ class AdaptArguments:
     margin_mse_weight: float = field(default=1.0, metadata={"help": "weight of margin-MSE beside InfoNCE (0: off)"})
     infonce_weight: float = field(default=0.0, metadata={"help": "weight of InfoNCE (in-batch + mined negatives)"})
     student_scale: float = field(default=20.0, metadata={"help": "margin-MSE: student cosine margin scale"})
-    temperature: float = field(default=0.05, metadata={"help": "InfoNCE temperature"})
-    batch_size: int = field(default=32)
-    learning_rate: float = field(default=2e-5)
+    temperature: float = field(default=0.05, metadata={"help": "student temperature (InfoNCE, listwise)"})
+    teacher_temperature: float = field(default=1.0, metadata={"help": "listwise: teacher temperature, z units"})
+    batch_size: int = field(default=64)
+    learning_rate: float = field(default=3e-5)
     warmup_steps: int = field(default=10)
     query_max_length: int = field(default=48)  # pseudo-queries are cut at 32 words
     doc_max_length: int = field(default=128)  # cheaper steps; passages are <= 224 tokens
@@ -49,12 +70,20 @@ class AdaptArguments:
     logging_steps: int = field(default=10)
 
     def __post_init__(self) -> None:
+        if self.tower not in TOWERS:
+            raise ValueError(f"tower must be one of {TOWERS}, got {self.tower!r}")
+        if self.teacher_temperature <= 0 or self.temperature <= 0:
+            raise ValueError("temperatures must be > 0")
         if self.teacher not in TEACHERS:
             raise ValueError(f"teacher must be one of {TEACHERS}, got {self.teacher!r}")
         if self.max_minutes <= 0:
             raise ValueError("max_minutes must be > 0")
-        if self.batch_size < 2 or self.queries_per_doc < 1 or self.negatives < 0:
-            raise ValueError("batch_size >= 2, queries_per_doc >= 1 and negatives >= 0 are needed")
+        if self.batch_size < 2 or self.queries_per_doc < 0 or self.negatives < 0:
+            raise ValueError("batch_size >= 2, queries_per_doc >= 0 and negatives >= 0 are needed")
+        if self.queries and self.tower != "query":
+            raise ValueError("--queries is read by --tower query (a logged query has no source to pair with)")
+        if self.queries_per_doc == 0 and not self.queries and not self.title_queries:
+            raise ValueError("no queries: give --queries, --title_queries true or --queries_per_doc > 0")
         if self.margin_mse_weight <= 0 and self.infonce_weight <= 0:
             raise ValueError("margin_mse_weight or infonce_weight must be > 0")
         if not 0.0 <= self.fusion_alpha <= 1.0:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -99,6 +100,66 @@ def label(
     return out, stats
 
 
+@dataclass
+class ListExample:
+    """A query for listwise distillation: rows of the text table (its source first, when it has one) and the
+    teacher's score of each."""
+
+    query: str
+    rows: np.ndarray  # (C,) int64 rows of the text table
+    teacher: np.ndarray  # (C,) float32 teacher scores, z units
+
+
+def listwise(
+    cands: Sequence[Candidates], *, alpha: float, consistency_top_k: int
+) -> tuple[list[ListExample], list[str], dict[str, float]]:
+    """Teacher lists for the query-encoder recipe: each query's source (when it has one; a query from a query
+    log has none, `doc_id` empty) and candidates, with teacher scores; the table of texts the rows index (each
+    text once); and counts for the log. A pseudo-query whose source the teacher ranks below
+    `consistency_top_k` is dropped, as in `label`."""
+    table: dict[str, int] = {}
+    out: list[ListExample] = []
+    ranks = []
+    for c in cands:
+        if not c.doc_id:  # no source: the teacher's lists alone
+            t = teacher_scores(Candidates(c.query, "", "", dense=c.dense[1:], bm25=c.bm25[1:]), alpha)
+            texts = c.texts
+        else:
+            t = teacher_scores(c, alpha)  # (1 + C,)
+            rank = int((t[1:] > t[0]).sum()) + 1
+            ranks.append(rank)
+            if consistency_top_k and rank > consistency_top_k:
+                continue
+            texts = [c.positive, *c.texts]
+        if len(texts) < 2:
+            continue  # one candidate teaches nothing about order
+        rows = np.array([table.setdefault(x, len(table)) for x in texts], dtype=np.int64)
+        out.append(ListExample(c.query, rows, t.astype(np.float32)))
+    r = np.asarray(ranks or [0])
+    stats = {
+        "pseudo_queries": len(cands),
+        "kept": len(out),
+        "with_source": len(ranks),
+        "source_top1": float((r == 1).mean()) if ranks else 0.0,
+        "source_top10": float((r <= 10).mean()) if ranks else 0.0,
+        "texts": len(table),
+    }
+    log.info("teacher: %s", stats)
+    return out, list(table), stats
+
+
+def sources_only(cands: Sequence[Candidates]) -> tuple[list[ListExample], list[str]]:
+    """The query-encoder ablation without a teacher: each pseudo-query's source is its one right answer, the
+    other sources of the batch its negatives (a logged query, having no source, teaches nothing here)."""
+    table: dict[str, int] = {}
+    out = [
+        ListExample(c.query, np.array([table.setdefault(c.positive, len(table))]), np.zeros(1, np.float32))
+        for c in cands
+        if c.doc_id
+    ]
+    return out, list(table)
+
+
 def unlabelled(cands: Sequence[Candidates]) -> list[Example]:
     """The ablation without a teacher: every pseudo-query, its source as the positive, in-batch negatives only."""
     return [Example(c.query, c.positive, c.doc_id, [], [], np.zeros(0, np.float32)) for c in cands]
@@ -107,7 +168,7 @@ def unlabelled(cands: Sequence[Candidates]) -> list[Example]:
 class ExampleDataset(torch.utils.data.Dataset[int]):
     """Item i is just i: the collator samples the negatives (a fresh draw from the pool each epoch)."""
 
-    def __init__(self, examples: list[Example]) -> None:
+    def __init__(self, examples: Sequence[Any]) -> None:  # Example or ListExample rows
         self.examples = examples
 
     def __len__(self) -> int:

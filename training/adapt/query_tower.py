@@ -1,0 +1,179 @@
+"""`vela adapt --tower query` (the default): train the query encoder alone, against fixed document vectors.
+
+Why the query side alone:
+- a step encodes only short queries (48 tokens), never documents, so it costs about a tenth of a step of the
+  two-sided recipe: the CPU budget buys thousands of steps instead of hundreds;
+- the documents keep the vectors the collection's own embedder gave them (the table is encoded once, by the
+  serving embedder), so the student learns to place queries in the space the index already holds;
+- with the document side fixed, each step can score a query against its whole teacher list (the source and
+  up to 2 x depth candidates) and distil the list (training/losses/listwise_kl.py) rather than one margin.
+
+The result is an asymmetric embedder directory: the base model's files (the document encoder, unchanged) and
+`query_encoder/`, the trained query side, named by `query_encoder` in vela_embedder.json (models/ loads it).
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from transformers import AutoModel, AutoTokenizer, PreTrainedTokenizerBase, Trainer, TrainingArguments
+
+from models import EmbedderConfig, resolve_model_dir
+from training.adapt.arguments import AdaptArguments
+from training.adapt.dataset import ExampleDataset, ListExample
+from training.contrastive.trainer import BiEncoder
+from training.losses.listwise_kl import ListwiseKLLoss
+from training.time_budget import TimeBudgetCallback
+
+QUERY_ENCODER = "query_encoder"  # the subdirectory an asymmetric model keeps its query side in
+
+
+def build(model: str) -> tuple[BiEncoder, Any, EmbedderConfig, Path]:
+    """The query side to train (an asymmetric model's own query encoder, else the model itself), its tokenizer,
+    its embedder config and the directory the document side comes from."""
+    root = resolve_model_dir(model)
+    config = EmbedderConfig.from_dir(root)
+    weights = root / config.query_encoder if config.query_encoder else root
+    tokenizer = AutoTokenizer.from_pretrained(root, local_files_only=True)
+    return BiEncoder(AutoModel.from_pretrained(weights, local_files_only=True), config), tokenizer, config, root
+
+
+def save(student: BiEncoder, tokenizer: Any, config: EmbedderConfig, base: Path, out: Path) -> None:
+    """An asymmetric model in `out`: the base's files (its document side) with the trained query side beside
+    them. (The registry copies `out` into place atomically; `out` itself is the recipe's work folder.)"""
+    skip = {QUERY_ENCODER, "training_args.json"}
+
+    def ignore(d: str, names: list[str]) -> list[str]:
+        return [n for n in names if Path(d) == base and (n in skip or n.startswith(("checkpoint-", ".")))]
+
+    shutil.copytree(base, out, ignore=ignore, dirs_exist_ok=True)
+    student.backbone.save_pretrained(out / QUERY_ENCODER)
+    tokenizer.save_pretrained(out)
+    EmbedderConfig.from_dict({**config.to_dict(), "query_encoder": QUERY_ENCODER}).save(out)
+
+
+@dataclass
+class ListCollator:
+    """Tokenised queries and their teacher lists padded to one width: rows (B, C), teacher (B, C), mask (B, C)."""
+
+    data: ExampleDataset
+    tokenizer: PreTrainedTokenizerBase
+    embedder_config: EmbedderConfig
+    query_max_length: int
+
+    def __call__(self, indices: list[int]) -> dict[str, Any]:
+        exs: list[ListExample] = [self.data.examples[i] for i in indices]
+        width = max(len(e.rows) for e in exs)
+        rows = torch.zeros((len(exs), width), dtype=torch.long)
+        teacher = torch.zeros((len(exs), width))
+        mask = torch.zeros((len(exs), width), dtype=torch.bool)
+        for i, e in enumerate(exs):
+            rows[i, : len(e.rows)] = torch.from_numpy(e.rows)
+            teacher[i, : len(e.rows)] = torch.from_numpy(e.teacher)
+            mask[i, : len(e.rows)] = True
+        texts = [self.embedder_config.query_prefix + e.query for e in exs]
+        tok = self.tokenizer(
+            texts, padding=True, truncation=True, max_length=self.query_max_length, return_tensors="pt"
+        )
+        queries = {"input_ids": tok["input_ids"], "attention_mask": tok["attention_mask"]}
+        return {"queries": queries, "rows": rows, "teacher": teacher, "mask": mask}
+
+
+class QueryTowerTrainer(Trainer):
+    def __init__(self, *a: Any, documents: torch.Tensor, loss: ListwiseKLLoss, **kw: Any) -> None:
+        super().__init__(*a, **kw)
+        self.documents = documents  # (N, d) unit rows, fixed: the collection embedder's document vectors
+        self.listwise = loss
+
+    def compute_loss(
+        self,
+        model: nn.Module,
+        inputs: dict[str, Any],
+        return_outputs: bool = False,
+        num_items_in_batch: torch.Tensor | int | None = None,
+    ) -> Any:
+        q = nn.functional.normalize(model(**inputs["queries"]).float(), dim=-1)  # (B, d)
+        rows, teacher, mask = inputs["rows"].to(q.device), inputs["teacher"], inputs["mask"].to(q.device)
+        if rows.shape[1] == 1:
+            # No teacher (the ablation): the batch's sources are the list, each query's own the one answer;
+            # another query's copy of the same source is left out rather than counted wrong.
+            src = rows[:, 0]  # (B,)
+            rows = src.expand(len(src), -1)  # (B, B)
+            eye = torch.eye(len(src), dtype=torch.bool, device=q.device)
+            mask = eye | (src[:, None] != src[None, :])  # (B, B)
+            teacher = torch.where(eye, 0.0, -1e4)  # (B, B): one-hot after the softmax
+        docs = self.documents.to(q.device)[rows]  # (B, C, d)
+        scores = torch.einsum("bd,bcd->bc", q, docs)  # (B, C) cosines
+        loss = self.listwise(scores, teacher, mask)
+        return (loss, {"q": q}) if return_outputs else loss
+
+
+def train(
+    examples: list[ListExample],
+    vectors: np.ndarray,
+    args: AdaptArguments,
+    *,
+    model: str,
+    out: Path,
+    minutes: float,
+) -> dict[str, Any]:
+    """Train the query side on the teacher lists for at most `minutes`; save the asymmetric model to `out`."""
+    from transformers import set_seed
+
+    from training.adapt.trainer import CheckpointCallback
+
+    set_seed(args.seed)
+    student, tokenizer, config, base = build(model)
+    data = ExampleDataset(examples)
+    targs = TrainingArguments(
+        output_dir=str(out),
+        per_device_train_batch_size=args.batch_size,
+        num_train_epochs=1000,  # the time budget ends training
+        learning_rate=args.learning_rate,
+        warmup_steps=args.warmup_steps,
+        lr_scheduler_type="constant_with_warmup",
+        weight_decay=0.01,
+        logging_steps=args.logging_steps,
+        save_strategy="no",
+        report_to="none",
+        remove_unused_columns=False,
+        dataloader_num_workers=0,
+        use_cpu=not torch.cuda.is_available(),
+        bf16=args.bf16,
+        seed=args.seed,
+        disable_tqdm=True,
+    )
+    ckpt = CheckpointCallback(
+        args.checkpoint_minutes, lambda m: save(student, tokenizer, config, base, out / f"checkpoint-{m:g}min")
+    )
+    trainer = QueryTowerTrainer(
+        model=student,
+        args=targs,
+        train_dataset=data,
+        data_collator=ListCollator(data, tokenizer, config, args.query_max_length),
+        callbacks=[TimeBudgetCallback(max(minutes, 1e-3)), ckpt],
+        documents=torch.from_numpy(np.ascontiguousarray(vectors, dtype=np.float32)),
+        loss=ListwiseKLLoss(args.temperature, args.teacher_temperature),
+    )
+    t0 = time.time()
+    trainer.train()
+    seconds = time.time() - t0
+    save(student, tokenizer, config, base, out)
+    history = [h for h in trainer.state.log_history if "loss" in h]
+    return {
+        "examples": len(examples),
+        "steps": trainer.state.global_step,
+        "epochs": round(trainer.state.global_step * args.batch_size / max(1, len(examples)), 2),
+        "loss_first": history[0]["loss"] if history else None,
+        "loss_last": history[-1]["loss"] if history else None,
+        "log_history": history,
+        "train_seconds": round(seconds, 1),
+        "checkpoints": ckpt.saved,
+    }
