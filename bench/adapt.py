@@ -191,7 +191,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def query_log_arm(args: argparse.Namespace, work: Path, data: str, coll: str, name: str) -> dict[str, Any]:
-    """The recipe with a query log beside the pseudo-queries: the dataset's queries that are *not* evaluated
+    """The recipe with a query log instead of pseudo-queries: the dataset's queries that are *not* evaluated
     (their texts only, written to <work>/query-log.jsonl; the bench reads the evaluated split's query ids to
     leave them out, the recipe reads no qrels), as a service's logged searches would be."""
     from velaio.beir import read_qrels, read_queries
@@ -202,7 +202,8 @@ def query_log_arm(args: argparse.Namespace, work: Path, data: str, coll: str, na
     log_file.write_text("".join(json.dumps(x) + "\n" for x in logged))
     ql = f"{name}-querylog"
     argv = ["adapt", coll, "--out", ql, "--data-dir", str(work), "--max_minutes", f"{args.query_log_minutes:g}"]
-    trained = step(work, "query-log", [*argv, "--queries", str(log_file), *args.adapt_flags], parse_stdout=True)
+    argv += ["--queries", str(log_file), "--queries_per_doc", "0", "--title_queries", "false"]  # the log alone
+    trained = step(work, "query-log", [*argv, *args.adapt_flags], parse_stdout=True)
     evaluated_run = evaluate(work, "query-log", data, str(work / "models" / ql), "bm25,dense,hybrid")
     record = json.loads((work / "models" / ql / "training_args.json").read_text())
     return {

@@ -29,6 +29,7 @@ import numpy as np
 log = logging.getLogger("vela.adapt")
 SEARCH_CHUNK = 256  # pseudo-queries per engine search call
 SAVE_RESERVE_S = 20.0  # of the budget, kept for saving and registering the model
+TITLED_SHARE = 0.5  # titles alone are the pseudo-queries where at least this share of documents gives one
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -146,10 +147,9 @@ def adapt(collection: str, name: str, aargs: Any, *, command: str) -> dict[str, 
         from training.adapt.query_tower import train as train_query_tower
 
         if aargs.teacher == "hybrid":
+            # Every pseudo-query is kept: its list says where the teacher puts the source, which the student copies.
             lists, texts, teacher = listwise(
-                candidates(coll, embedder, fanout, pqs, aargs.depth),
-                alpha=aargs.fusion_alpha,
-                consistency_top_k=aargs.consistency_top_k,
+                candidates(coll, embedder, fanout, pqs, aargs.depth), alpha=aargs.fusion_alpha, consistency_top_k=0
             )
         else:  # the ablation: the same pseudo-queries, in-batch, nothing from a teacher
             lists, texts = sources_only([_bare(p) for p in pqs])
@@ -243,24 +243,28 @@ def _model_label(embedder: str) -> str:
 
 
 def pseudo_queries(coll: Any, aargs: Any) -> list[Any]:
-    """Title pseudo-queries (one per titled document, unless --title_queries false), then ICT pseudo-queries:
-    `queries_per_doc` rounds of the fusion chooser's sampler (a new seed each round: another sentence of another
-    passage), duplicates dropped, at most max_queries of them."""
+    """Title pseudo-queries where at least half the documents have a title that makes one (one per such
+    document); otherwise ICT pseudo-queries, `queries_per_doc` rounds of the fusion chooser's sampler (a new seed
+    each round: another sentence of another passage), duplicates dropped, beside what titles there are. At most
+    max_queries in all, a seeded sample."""
+    import random
+
     from indexing.fusion_choice import ChoiceParams, documents_of, sample_pseudo_queries
     from indexing.pseudo_queries import title_pseudo_queries
 
     docs = documents_of(coll)
     titles = title_pseudo_queries(coll) if aargs.title_queries else []
-    if not aargs.queries_per_doc:
-        return titles
-    per_round = docs if not aargs.max_queries else min(docs, -(-aargs.max_queries // aargs.queries_per_doc))
-    seen: dict[tuple[str, str], Any] = {}
-    for r in range(aargs.queries_per_doc):
-        for p in sample_pseudo_queries(coll, ChoiceParams(samples=per_round, seed=aargs.seed + r)):
-            seen.setdefault((p.doc_id, p.query), p)
-    out = list(seen.values())[: aargs.max_queries] if aargs.max_queries else list(seen.values())
-    log.info("%d title and %d sentence pseudo-queries from %d documents", len(titles), len(out), docs)
-    return titles + out
+    out: dict[tuple[str, str], Any] = {(p.doc_id, p.query): p for p in titles}
+    if aargs.queries_per_doc and len(titles) < TITLED_SHARE * docs:
+        per_round = docs if not aargs.max_queries else min(docs, -(-aargs.max_queries // aargs.queries_per_doc))
+        for r in range(aargs.queries_per_doc):
+            for p in sample_pseudo_queries(coll, ChoiceParams(samples=per_round, seed=aargs.seed + r)):
+                out.setdefault((p.doc_id, p.query), p)
+    chosen = list(out.values())
+    if aargs.max_queries and len(chosen) > aargs.max_queries:
+        chosen = random.Random(aargs.seed).sample(chosen, aargs.max_queries)
+    log.info("%d pseudo-queries (%d titles) from %d documents", len(chosen), len(titles), docs)
+    return chosen
 
 
 def _bare(p: Any) -> Any:

@@ -35,26 +35,45 @@ class AdaptArguments:
         },
     )
     title_queries: bool = field(
-        default=True, metadata={"help": "a pseudo-query per titled document: its title, its first passage the positive"}
+        default=True,
+        metadata={
+            "help": "a pseudo-query per titled document (its title; its first passage the positive); "
+            "titles alone where half the documents give one"
+        },
     )
     queries_per_doc: int = field(
-        default=2, metadata={"help": "pseudo-queries cut from each document (ICT rounds; 0: --queries alone)"}
+        default=2,
+        metadata={"help": "sentence pseudo-queries cut from each document where titles are too few (ICT rounds)"},
     )
-    max_queries: int = field(default=3500, metadata={"help": "most pseudo-queries in all (0: no cap)"})
+    max_queries: int = field(default=6000, metadata={"help": "most pseudo-queries in all (0: no cap)"})
     teacher: str = field(
         default="hybrid",
         metadata={"help": "hybrid: the collection's own BM25 + dense ranker scores, filters and mines; none: ablation"},
     )
     fusion_alpha: float = field(default=0.5, metadata={"help": "teacher: dense share of the z-score combination"})
-    depth: int = field(default=50, metadata={"help": "teacher: candidates per list the negatives are mined from"})
-    negatives: int = field(default=1, metadata={"help": "mined negatives per pseudo-query (sampled each epoch)"})
-    skip_top: int = field(default=2, metadata={"help": "teacher ranks skipped when mining (likely false negatives)"})
-    consistency_top_k: int = field(
-        default=20, metadata={"help": "keep a pseudo-query only if its source is in the teacher's top k (0: off)"}
+    depth: int = field(
+        default=50,
+        metadata={"help": "teacher: documents from each of its two lists (query: the list; both: negatives' pool)"},
     )
-    margin_mse_weight: float = field(default=1.0, metadata={"help": "weight of margin-MSE beside InfoNCE (0: off)"})
-    infonce_weight: float = field(default=0.0, metadata={"help": "weight of InfoNCE (in-batch + mined negatives)"})
-    student_scale: float = field(default=20.0, metadata={"help": "margin-MSE: student cosine margin scale"})
+    negatives: int = field(
+        default=1, metadata={"help": "--tower both: mined negatives per pseudo-query (sampled each epoch)"}
+    )
+    skip_top: int = field(
+        default=2, metadata={"help": "--tower both: teacher ranks skipped when mining (likely false negatives)"}
+    )
+    consistency_top_k: int = field(
+        default=20,
+        metadata={"help": "--tower both: keep a pseudo-query only if its source is in the teacher's top k (0: off)"},
+    )
+    margin_mse_weight: float = field(
+        default=1.0, metadata={"help": "--tower both: weight of margin-MSE beside InfoNCE (0: off)"}
+    )
+    infonce_weight: float = field(
+        default=0.0, metadata={"help": "--tower both: weight of InfoNCE (in-batch + mined negatives)"}
+    )
+    student_scale: float = field(
+        default=20.0, metadata={"help": "--tower both: margin-MSE: student cosine margin scale"}
+    )
     temperature: float = field(default=0.05, metadata={"help": "student temperature (InfoNCE, listwise)"})
     teacher_temperature: float = field(default=1.0, metadata={"help": "listwise: teacher temperature, z units"})
     batch_size: int = field(default=64)
