@@ -138,7 +138,11 @@ def test_the_recipe_reads_no_qrels(tmp_path: Path, tiny_embedder_dir: Path, monk
         ARMED.clear()
         os.chmod(qrels, 0o644)
     assert opened == []
-    assert {p.name for p in (vela / "models").iterdir() if not p.name.startswith(".")} == {"with-teacher", "no-teacher", "both"}
+    assert {p.name for p in (vela / "models").iterdir() if not p.name.startswith(".")} == {
+        "with-teacher",
+        "no-teacher",
+        "both",
+    }
 
 
 def test_listwise_kl_is_zero_when_the_student_list_matches_the_teacher() -> None:
