@@ -18,7 +18,7 @@ class AdaptArguments:
         metadata={"help": "start from this model (a registered name or a directory; empty: the collection's own)"},
     )
     max_minutes: float = field(
-        default=25.0, metadata={"help": "wall-clock budget of the whole run: pseudo-labels, then training"}
+        default=12.0, metadata={"help": "wall-clock budget of the whole run: pseudo-labels, then training"}
     )
     tower: str = field(
         default="query",

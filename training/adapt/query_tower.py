@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
-from transformers import AutoModel, AutoTokenizer, PreTrainedTokenizerBase, Trainer, TrainingArguments
+from transformers import AutoModel, AutoTokenizer, PreTrainedTokenizerBase, Trainer
 
 from models import EmbedderConfig, resolve_model_dir
 from training.adapt.arguments import AdaptArguments
@@ -127,29 +127,12 @@ def train(
     """Train the query side on the teacher lists for at most `minutes`; save the asymmetric model to `out`."""
     from transformers import set_seed
 
-    from training.adapt.trainer import CheckpointCallback
+    from training.adapt.trainer import CheckpointCallback, run_record, training_arguments
 
     set_seed(args.seed)
     student, tokenizer, config, base = build(model)
     data = ExampleDataset(examples)
-    targs = TrainingArguments(
-        output_dir=str(out),
-        per_device_train_batch_size=args.batch_size,
-        num_train_epochs=1000,  # the time budget ends training
-        learning_rate=args.learning_rate,
-        warmup_steps=args.warmup_steps,
-        lr_scheduler_type="constant_with_warmup",
-        weight_decay=0.01,
-        logging_steps=args.logging_steps,
-        save_strategy="no",
-        report_to="none",
-        remove_unused_columns=False,
-        dataloader_num_workers=0,
-        use_cpu=not torch.cuda.is_available(),
-        bf16=args.bf16,
-        seed=args.seed,
-        disable_tqdm=True,
-    )
+    targs = training_arguments(args, out, weight_decay=0.01)
     ckpt = CheckpointCallback(
         args.checkpoint_minutes, lambda m: save(student, tokenizer, config, base, out / f"checkpoint-{m:g}min")
     )
@@ -166,14 +149,4 @@ def train(
     trainer.train()
     seconds = time.time() - t0
     save(student, tokenizer, config, base, out)
-    history = [h for h in trainer.state.log_history if "loss" in h]
-    return {
-        "examples": len(examples),
-        "steps": trainer.state.global_step,
-        "epochs": round(trainer.state.global_step * args.batch_size / max(1, len(examples)), 2),
-        "loss_first": history[0]["loss"] if history else None,
-        "loss_last": history[-1]["loss"] if history else None,
-        "log_history": history,
-        "train_seconds": round(seconds, 1),
-        "checkpoints": ckpt.saved,
-    }
+    return run_record(trainer, args, len(examples), seconds, ckpt)

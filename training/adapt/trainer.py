@@ -114,17 +114,9 @@ class CheckpointCallback(TrainerCallback):
             self.saved.append({"minutes": mark, "step": state.global_step})
 
 
-def train(examples: list[Example], args: AdaptArguments, *, model: str, out: Path, minutes: float) -> dict[str, Any]:
-    """Train on the pseudo-labelled examples for at most `minutes`; save to `out` (+ checkpoints); the record."""
-    from transformers import set_seed
-
-    set_seed(args.seed)
-    student, tokenizer, config = build(model)
-    data = ExampleDataset(examples)
-    collator = AdaptCollator(
-        data, tokenizer, config, args.negatives, args.query_max_length, args.doc_max_length, seed=args.seed
-    )
-    targs = TrainingArguments(
+def training_arguments(args: AdaptArguments, out: Path, **extra: Any) -> TrainingArguments:
+    """The HF Trainer's settings both recipes share: the time budget, not a step count, ends a run."""
+    return TrainingArguments(
         output_dir=str(out),
         per_device_train_batch_size=args.batch_size,
         num_train_epochs=1000,  # the time budget ends training; each epoch draws new negatives
@@ -140,7 +132,38 @@ def train(examples: list[Example], args: AdaptArguments, *, model: str, out: Pat
         bf16=args.bf16,
         seed=args.seed,
         disable_tqdm=True,
+        **extra,
     )
+
+
+def run_record(
+    trainer: Trainer, args: AdaptArguments, examples: int, seconds: float, ckpt: CheckpointCallback
+) -> dict[str, Any]:
+    """What a run reports: steps, passes over the examples, losses, time and the checkpoints saved."""
+    history = [h for h in trainer.state.log_history if "loss" in h]
+    return {
+        "examples": examples,
+        "steps": trainer.state.global_step,
+        "epochs": round(trainer.state.global_step * args.batch_size / max(1, examples), 2),
+        "loss_first": history[0]["loss"] if history else None,
+        "loss_last": history[-1]["loss"] if history else None,
+        "log_history": history,
+        "train_seconds": round(seconds, 1),
+        "checkpoints": ckpt.saved,
+    }
+
+
+def train(examples: list[Example], args: AdaptArguments, *, model: str, out: Path, minutes: float) -> dict[str, Any]:
+    """Train on the pseudo-labelled examples for at most `minutes`; save to `out` (+ checkpoints); the record."""
+    from transformers import set_seed
+
+    set_seed(args.seed)
+    student, tokenizer, config = build(model)
+    data = ExampleDataset(examples)
+    collator = AdaptCollator(
+        data, tokenizer, config, args.negatives, args.query_max_length, args.doc_max_length, seed=args.seed
+    )
+    targs = training_arguments(args, out)
     budget = TimeBudgetCallback(max(minutes, 1e-3))
     ckpt = CheckpointCallback(
         args.checkpoint_minutes, lambda m: save(student, tokenizer, config, out / f"checkpoint-{m:g}min")
@@ -159,17 +182,7 @@ def train(examples: list[Example], args: AdaptArguments, *, model: str, out: Pat
     trainer.train()
     seconds = time.time() - t0
     save(student, tokenizer, config, out)
-    history = [h for h in trainer.state.log_history if "loss" in h]
-    return {
-        "examples": len(examples),
-        "steps": trainer.state.global_step,
-        "epochs": round(trainer.state.global_step * args.batch_size / max(1, len(examples)), 2),
-        "loss_first": history[0]["loss"] if history else None,
-        "loss_last": history[-1]["loss"] if history else None,
-        "log_history": history,
-        "train_seconds": round(seconds, 1),
-        "checkpoints": ckpt.saved,
-    }
+    return run_record(trainer, args, len(examples), seconds, ckpt)
 
 
 def write_record(out: Path, record: dict[str, Any]) -> None:
