@@ -204,7 +204,7 @@ def query_log_arm(args: argparse.Namespace, work: Path, data: str, coll: str, na
     argv = ["adapt", coll, "--out", ql, "--data-dir", str(work), "--max_minutes", f"{args.query_log_minutes:g}"]
     argv += ["--queries", str(log_file), "--queries_per_doc", "0", "--title_queries", "false"]  # the log alone
     trained = step(work, "query-log", [*argv, *args.adapt_flags], parse_stdout=True)
-    evaluated_run = evaluate(work, "query-log", data, str(work / "models" / ql), "bm25,dense,hybrid")
+    evaluated_run = evaluate(work, "query-log-adapted", data, str(work / "models" / ql), "bm25,dense,hybrid")
     record = json.loads((work / "models" / ql / "training_args.json").read_text())
     return {
         **metrics(evaluated_run),
