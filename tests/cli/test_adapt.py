@@ -69,6 +69,11 @@ def test_adapt_trains_and_registers_the_model(
     more = ["--max_minutes", "0.2", "--batch_size", "4", "--depth", "8", "--bf16", "false"]
     assert main(["adapt", "notes", "--out", "again", "--student", "notes-adapted", "--data-dir", str(vela), *more]) == 0
     assert ModelRegistry(vela / "models").get("again").training["base_model"] == "notes-adapted"  # type: ignore[index]
+    # The two-sided recipe from that asymmetric model: its document side trains, saved as a plain model.
+    both = ["--tower", "both", "--student", "notes-adapted", "--data-dir", str(vela), *more]
+    assert main(["adapt", "notes", "--out", "plain", *both]) == 0
+    plain = load_embedder(ModelRegistry(vela / "models").get("plain").path)  # type: ignore[arg-type]
+    assert plain.config.query_encoder == "" and plain.query_model is None
     # The name is taken now; an unknown collection is refused.
     assert main(["adapt", "notes", "--out", "notes-adapted", "--data-dir", str(vela)]) == 2
     assert main(["adapt", "nope", "--out", "other", "--data-dir", str(vela)]) == 2

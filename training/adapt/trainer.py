@@ -12,6 +12,7 @@ Training stops at a wall-clock budget (training/time_budget.py) and can save che
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -46,7 +47,9 @@ def build(model: str) -> tuple[BiEncoder, Any, EmbedderConfig]:
     """The student to train: the collection's embedder (a name or a directory), its tokenizer and config."""
     root = resolve_model_dir(model)
     tokenizer = AutoTokenizer.from_pretrained(root, local_files_only=True)
-    config = EmbedderConfig.from_dir(root)
+    # One encoder for both sides: an asymmetric student (an earlier query-side adaptation) starts from its
+    # document side and is saved as a plain model.
+    config = dataclasses.replace(EmbedderConfig.from_dir(root), query_encoder="")
     return BiEncoder(AutoModel.from_pretrained(root, local_files_only=True), config), tokenizer, config
 
 
