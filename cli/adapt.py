@@ -159,7 +159,7 @@ def adapt(collection: str, name: str, aargs: Any, *, command: str) -> dict[str, 
         # The fixed side: every text a list holds, as the collection's own embedder (serving form) encodes it.
         vectors = embedder.encode_documents(texts, context=coll.query_context(fanout))  # (T, d)
         prep_s = time.monotonic() - t0
-        record = train_query_tower(lists, vectors, aargs, model=student, out=work, minutes=_minutes_left(aargs, t0))
+        record = train_query_tower(lists, vectors, aargs, model=student, out=work, minutes=_minutes_left(aargs, prep_s))
     else:
         if aargs.teacher == "hybrid":
             examples, teacher = label(
@@ -175,7 +175,7 @@ def adapt(collection: str, name: str, aargs: Any, *, command: str) -> dict[str, 
         if not examples:
             raise LookupError(f"collection {collection!r} gave no usable pseudo-queries (too few sentences?)")
         prep_s = time.monotonic() - t0
-        record = train(examples, aargs, model=student, out=work, minutes=_minutes_left(aargs, t0))
+        record = train(examples, aargs, model=student, out=work, minutes=_minutes_left(aargs, prep_s))
     record = {
         "command": command,
         "recipe": "adapt",
@@ -199,10 +199,10 @@ def adapt(collection: str, name: str, aargs: Any, *, command: str) -> dict[str, 
     }
 
 
-def _minutes_left(aargs: Any, t0: float) -> float:
-    """What is left of the budget for training, once pseudo-labels are made and saving is set aside."""
-    minutes = (aargs.max_minutes * 60.0 - (time.monotonic() - t0) - SAVE_RESERVE_S) / 60.0
-    log.info("pseudo-labels in %.0f s; %.1f minutes left to train", time.monotonic() - t0, minutes)
+def _minutes_left(aargs: Any, prep_s: float) -> float:
+    """What is left of the budget for training, once pseudo-labels are made (`prep_s`) and saving is set aside."""
+    minutes = (aargs.max_minutes * 60.0 - prep_s - SAVE_RESERVE_S) / 60.0
+    log.info("pseudo-labels in %.0f s; %.1f minutes left to train", prep_s, minutes)
     return minutes
 
 
@@ -210,7 +210,7 @@ def logged_queries(path: str) -> list[Any]:
     """--queries: unlabelled queries from a file, as pseudo-queries without a source (no document is theirs)."""
     if not path:
         return []
-    from indexing.fusion_choice import PseudoQuery
+    from indexing.fusion_choice import ChoiceParams, PseudoQuery
     from velaio.beir import read_query_texts
 
     try:
@@ -218,7 +218,8 @@ def logged_queries(path: str) -> list[Any]:
     except (OSError, ValueError) as e:
         raise LookupError(f"--queries: cannot read {path}: {e}") from e
     log.info("%d queries from %s", len(texts), path)
-    return [PseudoQuery("", frozenset(), " ".join(t.split()[:32]), "") for t in texts]
+    cut = ChoiceParams().max_words  # cut as the pseudo-queries are: queries are short
+    return [PseudoQuery("", frozenset(), " ".join(t.split()[:cut]), "") for t in texts]
 
 
 def _student(name: str) -> str:

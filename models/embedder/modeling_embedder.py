@@ -80,8 +80,6 @@ class Embedder:
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
         self.model = model.eval().to(device)
-        # An asymmetric model's query encoder (config.query_encoder); None: `model` encodes both sides.
-        self.query_model = query_model.eval().to(device) if query_model is not None else None
         self._setup(
             tokenizer,
             config,
@@ -91,6 +89,8 @@ class Embedder:
             device=device,
             precision=precision,
         )
+        # An asymmetric model's query encoder (config.query_encoder); None: `model` encodes both sides.
+        self.query_model = query_model.eval().to(device) if query_model is not None else None
 
     def _setup(
         self,
@@ -113,6 +113,8 @@ class Embedder:
         self._max_positions = int(max_positions) if max_positions else config.max_length
         # The tokenizers library is not safe to call from several threads at once on one object.
         self._tok_lock = threading.Lock()
+        # Only the torch backend reads an asymmetric model's query encoder (models/loading.py refuses it elsewhere).
+        self.query_model = None
 
     @classmethod
     def from_dir(cls, model_dir: str | os.PathLike[str], *, device: str = "cpu", precision: str = "fp32") -> Embedder:
@@ -136,13 +138,14 @@ class Embedder:
 
     # A contextual embedder (CDE) encodes with a collection's corpus context; this one reads no context.
     contextual = False
+    query_model: PreTrainedModel | None  # an asymmetric model's query encoder; None: one encoder for both sides
 
     def encode_queries(
         self, texts: Sequence[str], *, batch_size: int = 64, context: CorpusContext | None = None
     ) -> np.ndarray:
         self._refuse_context(context)
         texts = [self.config.query_prefix + t for t in texts]
-        if getattr(self, "query_model", None) is not None:
+        if self.query_model is not None:
             return self._encode(texts, batch_size, lambda b: self._forward(b, self.query_model))
         return self._encode(texts, batch_size)
 

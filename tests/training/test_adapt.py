@@ -193,3 +193,35 @@ def test_query_texts_are_read_from_plain_lines_or_json_lines(tmp_path: Path) -> 
     f = tmp_path / "log.txt"
     f.write_text('insulin dose\n\n{"_id": "1", "text": "graphene  sheets "}\ninsulin dose\n{"text": 3}\n')
     assert read_query_texts(f) == ["insulin dose", "graphene  sheets"]
+
+
+def test_the_saved_query_side_is_the_weight_space_interpolation(tmp_path: Path, tiny_embedder_dir: Path) -> None:
+    from transformers import AutoModel
+
+    from training.adapt.query_tower import build, save
+
+    student, tokenizer, config, base = build(str(tiny_embedder_dir))
+    start = {k: v.detach().clone() for k, v in student.backbone.state_dict().items()}
+    with torch.no_grad():  # stands in for training: every weight moved by 1
+        for p in student.backbone.parameters():
+            p.add_(1.0)
+    save(student, tokenizer, config, base, tmp_path / "half", start=start, weight=0.5)
+    save(student, tokenizer, config, base, tmp_path / "whole", start=start, weight=1.0)
+    half = AutoModel.from_pretrained(tmp_path / "half" / "query_encoder").state_dict()
+    whole = AutoModel.from_pretrained(tmp_path / "whole" / "query_encoder").state_dict()
+    names = [k for k, _ in student.backbone.named_parameters()]
+    assert names and all(k in half for k in names)
+    for k in names:
+        assert torch.allclose(half[k], start[k] + 0.5, atol=1e-6)
+        assert torch.allclose(whole[k], start[k] + 1.0, atol=1e-6)
+    # The document side is the base's own files, untouched.
+    assert (tmp_path / "half" / "model.safetensors").read_bytes() == (base / "model.safetensors").read_bytes()
+
+
+@pytest.mark.parametrize("weight", [0.0, -0.5, 1.5])
+def test_an_interpolation_outside_0_to_1_is_refused(weight: float) -> None:
+    from training.adapt.arguments import AdaptArguments
+
+    with pytest.raises(ValueError, match="interpolation"):
+        AdaptArguments(interpolation=weight)
+    assert AdaptArguments().interpolation == 0.5 and AdaptArguments(interpolation=1.0).interpolation == 1.0

@@ -76,6 +76,13 @@ class AdaptArguments:
     )
     temperature: float = field(default=0.05, metadata={"help": "student temperature (InfoNCE, listwise)"})
     teacher_temperature: float = field(default=1.0, metadata={"help": "listwise: teacher temperature, z units"})
+    interpolation: float = field(
+        default=0.5,
+        metadata={
+            "help": "--tower query: save base + w (trained - base), weight-space ensembling (WiSE-FT); 1: the "
+            "trained weights as they are"
+        },
+    )
     batch_size: int = field(default=64)
     learning_rate: float = field(default=3e-5)
     warmup_steps: int = field(default=10)
@@ -105,5 +112,7 @@ class AdaptArguments:
             raise ValueError("no queries: give --queries, --title_queries true or --queries_per_doc > 0")
         if self.margin_mse_weight <= 0 and self.infonce_weight <= 0:
             raise ValueError("margin_mse_weight or infonce_weight must be > 0")
+        if not 0.0 < self.interpolation <= 1.0:
+            raise ValueError(f"interpolation must be in (0, 1], got {self.interpolation}")
         if not 0.0 <= self.fusion_alpha <= 1.0:
             raise ValueError("fusion_alpha must be within [0, 1]")
