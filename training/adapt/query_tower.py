@@ -53,9 +53,7 @@ def build(model: str) -> tuple[BiEncoder, Any, EmbedderConfig, Path]:
 
 def interpolate(start: dict[str, torch.Tensor], end: dict[str, torch.Tensor], weight: float) -> dict[str, torch.Tensor]:
     """start + weight (end - start) for every float tensor; integer buffers (position ids) come from `end`."""
-    return {
-        k: (start[k] + weight * (v - start[k])) if v.is_floating_point() else v for k, v in end.items()
-    }
+    return {k: (start[k] + weight * (v - start[k])) if v.is_floating_point() else v for k, v in end.items()}
 
 
 def save(
