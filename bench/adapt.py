@@ -126,23 +126,26 @@ def test_run(work: Path, data: str, coll_name: str, mode: str, fusion: dict[str,
 
 def hybrid_at(work: Path, data: str, embedder: str, fusion: dict[str, Any]) -> dict[str, float]:
     """Hybrid metrics of `embedder`'s eval collection with the fusion given (a request's override)."""
-    from cli.eval_report import score_run
-
     coll = _collection_by_embedder(work, Path(data).name, Path(embedder).name)
     qrels, run = test_run(work, data, coll, "hybrid", fusion)
     measures = {"ndcg@10": ir_measures.nDCG @ 10, "recall@100": ir_measures.R @ 100, "mrr@10": ir_measures.RR @ 10}
-    return score_run(qrels, run, measures)
+    agg = ir_measures.calc_aggregate(list(measures.values()), qrels, run)  # as `vela eval` scores
+    return {name: round(float(agg[m]), 4) for name, m in measures.items()}
+
+
+def _per_query_ndcg(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]]) -> dict[str, float]:
+    """NDCG@10 of each judged query (a query the run misses: 0)."""
+    got = {m.query_id: float(m.value) for m in ir_measures.iter_calc([ir_measures.nDCG @ 10], qrels, run)}
+    return {q: got.get(q, 0.0) for q in qrels}
 
 
 def paired(work: Path, data: str, untrained: str, adapted: str, mode: str) -> dict[str, Any]:
     """Per-query NDCG@10, adapted minus untrained, on the same test queries: the mean difference, a bootstrap
     95% interval (10,000 resamples of the queries) and how many queries gained or lost: whether a difference
     is more than the noise of a few hundred queries."""
-    from cli.eval_report import per_query_ndcg
-
     qrels, a = test_run(work, data, untrained, mode)
     _, b = test_run(work, data, adapted, mode)
-    qa, qb = per_query_ndcg(qrels, a), per_query_ndcg(qrels, b)
+    qa, qb = _per_query_ndcg(qrels, a), _per_query_ndcg(qrels, b)
     d = np.array([qb.get(q, 0.0) - qa.get(q, 0.0) for q in qrels])  # (Q,)
     boot = d[np.random.default_rng(0).integers(0, len(d), (10_000, len(d)))].mean(axis=1)  # (10000,)
     return {
