@@ -46,6 +46,21 @@ def packaged_onnx_dir() -> Path:
     return cached_int8_export(packaged_minilm_dir(), name="all-MiniLM-L6-v2")
 
 
+def onnx_servable(root: Path) -> bool:
+    """An asymmetric model (`vela adapt`'s: a plain torch encoder with a query encoder of its own), which the
+    ONNX form serves as the packaged default is served: the query side in int8, the documents' graph beside it."""
+    config = EmbedderConfig.from_dir(root)
+    return bool(config.query_encoder) and config.backend == "torch" and model_type(root) not in ARCHITECTURES
+
+
+def asymmetric_onnx_dir(root: Path) -> Path:
+    """The int8 ONNX export of an asymmetric model, made once per machine into the model cache (the recipe and the
+    cache of the packaged default: per-token int8 for queries and documents, fp32 documents beside them)."""
+    from models.packaged_onnx import cached_int8_export
+
+    return cached_int8_export(root, name=root.name)
+
+
 def choose_encoder(encoder: str | None, *, device: str, precision: str) -> str:
     """`onnx` or `torch` for the packaged default: the setting (None: VELA_ENCODER), `auto` resolved.
 
@@ -135,7 +150,8 @@ class EmbedderCache:
     `minilm-torch` and `minilm-onnx`, and what a collection stores), and two forms: which one `get` loads is a
     serving choice, VELA_ENCODER's, or the one a name asks for. A collection made with torch fp32 vectors is
     then served by the ONNX form (its documents run the same fp32 weights), and no collection stores the path
-    of a cached export, which a cleared cache or a new toolchain would take away.
+    of a cached export, which a cleared cache or a new toolchain would take away. An asymmetric model (what
+    `vela adapt` registers) has the same two forms, its ONNX one exported into the same cache on first use.
     """
 
     def __init__(self, *, device: str = "cpu", precision: str = "fp32", encoder: str | None = None) -> None:
@@ -165,7 +181,13 @@ class EmbedderCache:
             path = self.resolve(name)
             form = "torch" if key in TORCH_ALIASES else "onnx" if key in ONNX_ALIASES else self.encoder
             packaged = path == packaged_minilm_dir()
-            served = self._served[key] = packaged_onnx_dir() if packaged and form == "onnx" else path
+            if form == "onnx" and packaged:
+                served = packaged_onnx_dir()
+            elif form == "onnx" and onnx_servable(path):
+                served = asymmetric_onnx_dir(path)
+            else:
+                served = path
+            self._served[key] = served
         return served
 
     def get(self, name: str | os.PathLike[str]) -> Embedder:

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 import torch
-from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from models.device import cpu_has_vnni
 from models.embedder.configuration_embedder import CONFIG_NAME, EmbedderConfig
@@ -100,6 +100,26 @@ def _check_parity(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, pa
         raise RuntimeError(f"ONNX export does not match torch (max abs diff {err:.2e} > {PARITY_ATOL})")
 
 
+def _fp32_graph(model_dir: Path, tokenizer: PreTrainedTokenizerBase, path: Path) -> Path:
+    """The fp32 graph of the encoder in `model_dir`, parity-checked against torch."""
+    # Eager attention: plain MatMul/Softmax nodes, which the int8 quantizer and ORT's fusions know.
+    hf = AutoModel.from_pretrained(model_dir, local_files_only=True, attn_implementation="eager").eval()
+    names = _export_graph(hf, tokenizer, path)
+    _check_parity(hf, tokenizer, path, names)
+    return path
+
+
+def _write_graph(fp32: Path, dst: Path, kind: str) -> None:
+    """`dst`: the fp32 graph as it is, or quantized (`int8`: dynamic; `int8-token`: per token), tagged."""
+    if kind == TOKEN_INT8:
+        quantize_per_token(fp32, dst, weight_bits=8 if cpu_has_vnni() else 7)
+    elif kind == "int8":
+        quantize_dynamic_int8(fp32, dst)
+    else:
+        shutil.copyfile(fp32, dst)
+    tag_precision(dst, kind)
+
+
 def _replaceable(out: Path) -> bool:
     """An empty directory, or an earlier ONNX export: never overwrite anything else."""
     if not out.exists():
@@ -152,36 +172,28 @@ def export(
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
         tokenizer = AutoTokenizer.from_pretrained(src, local_files_only=True)
-        # Eager attention: plain MatMul/Softmax nodes, which the int8 quantizer and ORT's fusions know.
-        hf = AutoModel.from_pretrained(src, local_files_only=True, attn_implementation="eager").eval()
-        fp32 = tmp / "model.fp32.onnx"
-        names = _export_graph(hf, tokenizer, fp32)
-        _check_parity(hf, tokenizer, fp32, names)
-        if quantize:
-            if token_int8_documents or token_int8_queries:
-                quantize_per_token(fp32, tmp / DOCUMENT_MODEL_FILE, weight_bits=8 if cpu_has_vnni() else 7)
-                tag_precision(tmp / DOCUMENT_MODEL_FILE, TOKEN_INT8)
-            if token_int8_queries:  # the same graph: a query's vector does not depend on its batch either
-                shutil.copyfile(tmp / DOCUMENT_MODEL_FILE, tmp / MODEL_FILE)
-            else:
-                quantize_dynamic_int8(fp32, tmp / MODEL_FILE)
-                tag_precision(tmp / MODEL_FILE, "int8")
-            if token_int8_documents:
-                fp32.rename(tmp / DOCUMENT_FP32_MODEL_FILE)
-                tag_precision(tmp / DOCUMENT_FP32_MODEL_FILE, "fp32")
-            elif fp32_documents:
-                fp32.rename(tmp / DOCUMENT_MODEL_FILE)
-                tag_precision(tmp / DOCUMENT_MODEL_FILE, "fp32")
-            else:
-                if token_int8_queries:  # queries and documents share model.onnx
-                    (tmp / DOCUMENT_MODEL_FILE).unlink()
-                fp32.unlink()
-        else:
-            fp32.rename(tmp / MODEL_FILE)
-            tag_precision(tmp / MODEL_FILE, "fp32")
+        # An asymmetric model (`vela adapt`): queries run its query encoder, documents the encoder in `src`.
+        query_src = src / config.query_encoder if config.query_encoder else src
+        fp32_query = _fp32_graph(query_src, tokenizer, tmp / "query.fp32.onnx")
+        fp32_docs = _fp32_graph(src, tokenizer, tmp / "documents.fp32.onnx") if config.query_encoder else fp32_query
+        query_kind = "fp32" if not quantize else TOKEN_INT8 if token_int8_queries else "int8"
+        doc_kind = "fp32" if not quantize or fp32_documents else TOKEN_INT8 if token_int8_documents else query_kind
+        _write_graph(fp32_query, tmp / MODEL_FILE, query_kind)
+        # Documents share model.onnx when it is their graph too; the per-token document graph always has a file
+        # (a session of its own, with the fp32 graph beside it for VELA_DOCUMENT_PRECISION=fp32).
+        if fp32_docs == fp32_query and doc_kind == query_kind and token_int8_documents:
+            shutil.copyfile(tmp / MODEL_FILE, tmp / DOCUMENT_MODEL_FILE)  # the same graph: quantize once
+        elif fp32_docs != fp32_query or doc_kind != query_kind or token_int8_documents:
+            _write_graph(fp32_docs, tmp / DOCUMENT_MODEL_FILE, doc_kind)
+        if token_int8_documents:
+            shutil.copyfile(fp32_docs, tmp / DOCUMENT_FP32_MODEL_FILE)
+            tag_precision(tmp / DOCUMENT_FP32_MODEL_FILE, "fp32")
+        for fp32 in {fp32_query, fp32_docs}:
+            fp32.unlink()
         tokenizer.save_pretrained(tmp)
-        hf.config.save_pretrained(tmp)
-        dataclasses.replace(config, backend="onnx").save(tmp)
+        AutoConfig.from_pretrained(src, local_files_only=True).save_pretrained(tmp)
+        # The two graphs carry an asymmetric model's split: the ONNX directory has no query_encoder subdirectory.
+        dataclasses.replace(config, backend="onnx", query_encoder="").save(tmp)
         tmp.chmod(0o755)  # mkdtemp makes it owner-only; the exported embedder is read like any model dir
         _move_into_place(tmp, out)
     except BaseException:

@@ -101,3 +101,69 @@ def test_export_refuses_to_clobber(exported: dict[str, Path], tiny_embedder_dir:
     export(str(tiny_embedder_dir), str(again), quantize=False)
     assert load_embedder(export(str(tiny_embedder_dir), str(again))).precision == "int8"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["again", "notes.txt"]
+
+
+@pytest.fixture(scope="module")
+def asymmetric_dir(tiny_embedder_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny model with a query encoder of its own (what `vela adapt` writes): the base's files, and in
+    `query_encoder/` the same architecture with every weight moved."""
+    import shutil
+
+    import torch
+    from transformers import AutoModel
+
+    root = tmp_path_factory.mktemp("asym") / "model"
+    shutil.copytree(tiny_embedder_dir, root)
+    query = AutoModel.from_pretrained(tiny_embedder_dir)
+    with torch.no_grad():
+        for p in query.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    query.save_pretrained(root / "query_encoder")
+    dataclasses.replace(EmbedderConfig.from_dir(root), query_encoder="query_encoder").save(root)
+    return root
+
+
+@pytest.mark.parametrize("quantize", [False, True])
+def test_an_asymmetric_model_exports_its_query_encoder_as_the_query_graph(
+    asymmetric_dir: Path, tmp_path: Path, quantize: bool
+) -> None:
+    out = export(str(asymmetric_dir), str(tmp_path / "onnx"), quantize=quantize)
+    onnx_emb, torch_emb = load_embedder(out), load_embedder(asymmetric_dir)
+    assert isinstance(onnx_emb, OnnxEmbedder) and onnx_emb.config.query_encoder == ""
+    assert {"model.onnx", "model.documents.onnx"} <= {p.name for p in out.iterdir()}
+    assert not (out / "query_encoder").exists()
+    want_q, want_d = torch_emb.encode_queries(TEXTS), torch_emb.encode_documents(TEXTS)  # (n, d) each
+    got_q, got_d = onnx_emb.encode_queries(TEXTS), onnx_emb.encode_documents(TEXTS)
+    assert (want_q * want_d).sum(1).max() < 0.999  # the two sides differ, so matching each one means something
+    if quantize:
+        assert (got_q * want_q).sum(1).min() > 0.95 and (got_d * want_d).sum(1).min() > 0.95
+    else:
+        np.testing.assert_allclose(got_q, want_q, atol=1e-4)
+        np.testing.assert_allclose(got_d, want_d, atol=1e-4)
+
+
+def test_the_per_token_export_of_an_asymmetric_model_keeps_the_fp32_document_graph(
+    asymmetric_dir: Path, tmp_path: Path
+) -> None:
+    out = export(str(asymmetric_dir), str(tmp_path / "onnx"), token_int8_documents=True, token_int8_queries=True)
+    names = {p.name for p in out.iterdir()}
+    assert {"model.onnx", "model.documents.onnx", "model.documents.fp32.onnx"} <= names
+    assert (out / "model.onnx").read_bytes() != (out / "model.documents.onnx").read_bytes()
+
+
+def test_an_asymmetric_model_is_served_by_its_onnx_form_where_the_default_is(
+    asymmetric_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VELA_MODEL_CACHE", str(tmp_path / "cache"))
+    onnx_cache, torch_cache = EmbedderCache(encoder="onnx"), EmbedderCache(encoder="torch")
+    served = onnx_cache.get(asymmetric_dir)
+    assert isinstance(served, OnnxEmbedder) and served.precision == "int8-token"
+    assert onnx_cache.resolve(asymmetric_dir) == asymmetric_dir  # the identity a collection stores: the model's own
+    assert onnx_cache.served_dir(asymmetric_dir).parent == tmp_path / "cache"
+    plain = torch_cache.get(asymmetric_dir)
+    assert not isinstance(plain, OnnxEmbedder) and plain.query_model is not None
+    cos_q = (served.encode_queries(TEXTS) * plain.encode_queries(TEXTS)).sum(1)
+    cos_d = (served.encode_documents(TEXTS) * plain.encode_documents(TEXTS)).sum(1)
+    assert cos_q.min() > 0.95 and cos_d.min() > 0.95
+    # A second cache (another process) finds the export made: the same directory, nothing exported again.
+    assert EmbedderCache(encoder="onnx").served_dir(asymmetric_dir) == onnx_cache.served_dir(asymmetric_dir)
