@@ -9,7 +9,7 @@ as the document graphs (models/loading.py `asymmetric_onnx_dir`). This measures 
 - `queries`: cosine of each query's vector, ONNX against torch fp32 (every query of the dataset);
 - `latency_batch1`: one query at a time, the two forms interleaved query by query (then each alone);
 - `eval`: `vela eval` dense and hybrid NDCG@10 of the model served by each form, each in its own work directory
-  (documents and queries both run the form under test), fp32 precision, the collection's own fusion choice.
+  (documents and queries both run the form under test), fp32 precision, the fusion each collection chose (shown).
 
     python -m bench.adapt_onnx --model .vela/adapt-data/models/adapt-scifact --out bench/results/adapt-onnx-scifact.json
 """
@@ -41,7 +41,29 @@ def vela_eval(model: Path, data: Path, work: Path, env: dict[str, str]) -> dict[
     t0 = time.perf_counter()
     subprocess.run(argv, check=True, env={**os.environ, **env}, stdout=subprocess.DEVNULL)
     result = json.loads(out.read_text())
-    return {"metrics": result["metrics"], "seconds": round(time.perf_counter() - t0, 1)}
+    # The fusion the eval collection chose for itself: hybrid figures move with it, not only with the vectors.
+    (settings,) = (work / "collections").glob("*/collection.json")
+    fusion = {k: v for k, v in (json.loads(settings.read_text()).get("fusion") or {}).items() if k != "chosen"}
+    return {
+        "metrics": result["metrics"],
+        "fusion": fusion,
+        "collection": settings.parent.name,
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
+
+
+def hybrid_at_each_others_fusion(evals: dict[str, Any], data: Path, works: dict[str, Path]) -> dict[str, Any]:
+    """Each form's hybrid NDCG@10 at the fusion the other form's collection chose (a request's override): the
+    vectors' own effect, apart from a different choice of fusion."""
+    from bench.adapt_scoring import scores_with_fusion
+
+    other = {"torch": "onnx", "onnx": "torch"}
+    return {
+        form: scores_with_fusion(
+            works[form], str(data), e["collection"], evals[other[form]]["fusion"], precision="fp32", encoder=form
+        )["ndcg@10"]
+        for form, e in evals.items()
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -68,11 +90,15 @@ def main(argv: list[str] | None = None) -> None:
         timed = queries[: args.latency_queries]
         latency = single_query_latency(backends, timed, args.warmup, interleave=True)
         latency_alone = single_query_latency(backends, timed, args.warmup, interleave=False)
-        evals = {}
+        evals: dict[str, Any] = {}
+        crossed: dict[str, Any] = {}
         if not args.no_eval:
-            for form in ("torch", "onnx"):
+            works = {form: Path(tmp) / f"eval-{form}" for form in ("torch", "onnx")}
+            for form, work in works.items():
                 env = {"VELA_ENCODER": form, "VELA_MODEL_CACHE": str(cache)}
-                evals[form] = vela_eval(model, args.data, Path(tmp) / f"eval-{form}", env)
+                evals[form] = vela_eval(model, args.data, work, env)
+            if evals["torch"]["fusion"] != evals["onnx"]["fusion"]:
+                crossed = hybrid_at_each_others_fusion(evals, args.data, works)
         files = sorted(p.name for p in onnx_dir.iterdir())
 
     result: dict[str, Any] = {
@@ -96,6 +122,8 @@ def main(argv: list[str] | None = None) -> None:
             mode: round(evals["onnx"]["metrics"][mode]["ndcg@10"] - evals["torch"]["metrics"][mode]["ndcg@10"], 4)
             for mode in ("dense", "hybrid")
         }
+    if crossed:  # the two collections chose different fusions: each one's hybrid at the other's
+        result["hybrid_ndcg@10_at_the_other_forms_fusion"] = crossed
     result.update({"threads": torch.get_num_threads(), "machine": machine(), "command": command()})
     write_result(args.out, result)
     print(json.dumps(result, indent=2))

@@ -1,7 +1,7 @@
 """In-process scoring for `vela bench adapt`: the test queries searched on an eval collection as `vela eval`
 ranks them, with a fusion override, and per-query paired differences between two collections.
 
-(bench code imports nothing from cli/, so the few lines of ranking-as-scores that `vela eval` has live here too.)
+Runs are built and scored as `vela eval` builds and scores them (velaio/measures.py).
 """
 
 from __future__ import annotations
@@ -10,28 +10,36 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import ir_measures
 import numpy as np
 
-MEASURES = {"ndcg@10": ir_measures.nDCG @ 10, "recall@100": ir_measures.R @ 100, "mrr@10": ir_measures.RR @ 10}
+from velaio.measures import per_query_ndcg, ranked_scores, score_run
 
 
 @lru_cache(maxsize=4)
-def _state(work: Path) -> Any:
-    """One service state per work directory: its collections and embedders load once for every scoring."""
+def _state(work: Path, precision: str, encoder: str) -> Any:
+    """One service state per work directory (and encoder form): its collections and embedders load once."""
     from service.settings import Settings
     from service.state import build_state
 
-    return build_state(Settings(data_dir=work, precision="bf16"))
+    return build_state(Settings(data_dir=work, precision=precision, encoder=encoder))
 
 
-def search_test_queries(work: Path, data: str, coll_name: str, mode: str, fusion: dict[str, Any] | None = None) -> Any:
+def search_test_queries(
+    work: Path,
+    data: str,
+    coll_name: str,
+    mode: str,
+    fusion: dict[str, Any] | None = None,
+    *,
+    precision: str = "bf16",
+    encoder: str = "auto",
+) -> Any:
     """(qrels, run) of the test queries searched in process on an eval collection, as `vela eval` ranks them
-    (`fusion`: a request's override; None: the collection's own)."""
+    (`fusion`: a request's override; None: the collection's own; `precision`, `encoder`: the serving settings)."""
     from service.search import search_batch
     from velaio.beir import read_qrels, read_queries
 
-    state = _state(work)
+    state = _state(work, precision, encoder)
     coll = state.collections.get(coll_name)
     emb = state.embedders.get(coll.settings.embedder)
     qrels, queries = read_qrels(Path(data), "test"), read_queries(Path(data))
@@ -48,21 +56,16 @@ def search_test_queries(work: Path, data: str, coll_name: str, mode: str, fusion
             fusion=fusion,
         )
         for qid, res in zip(batch, found, strict=True):
-            run[qid] = {h.id: float(len(res.hits) - i) for i, h in enumerate(res.hits)}  # ranks, as vela eval
+            run[qid] = ranked_scores([h.id for h in res.hits])
     return qrels, run
 
 
-def scores_with_fusion(work: Path, data: str, coll_name: str, fusion: dict[str, Any]) -> dict[str, float]:
+def scores_with_fusion(
+    work: Path, data: str, coll_name: str, fusion: dict[str, Any], **serving: str
+) -> dict[str, float]:
     """Hybrid metrics of an eval collection with the fusion given (a request's override), as `vela eval` scores."""
-    qrels, run = search_test_queries(work, data, coll_name, "hybrid", fusion)
-    agg = ir_measures.calc_aggregate(list(MEASURES.values()), qrels, run)
-    return {name: round(float(agg[m]), 4) for name, m in MEASURES.items()}
-
-
-def _per_query_ndcg(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]]) -> dict[str, float]:
-    """NDCG@10 of each judged query (a query the run misses: 0)."""
-    got = {m.query_id: float(m.value) for m in ir_measures.iter_calc([ir_measures.nDCG @ 10], qrels, run)}
-    return {q: got.get(q, 0.0) for q in qrels}
+    qrels, run = search_test_queries(work, data, coll_name, "hybrid", fusion, **serving)
+    return score_run(qrels, run)
 
 
 def paired(work: Path, data: str, untrained: str, adapted: str, mode: str) -> dict[str, Any]:
@@ -71,7 +74,7 @@ def paired(work: Path, data: str, untrained: str, adapted: str, mode: str) -> di
     is more than the noise of a few hundred queries."""
     qrels, a = search_test_queries(work, data, untrained, mode)
     _, b = search_test_queries(work, data, adapted, mode)
-    qa, qb = _per_query_ndcg(qrels, a), _per_query_ndcg(qrels, b)
+    qa, qb = per_query_ndcg(qrels, a), per_query_ndcg(qrels, b)
     d = np.array([qb.get(q, 0.0) - qa.get(q, 0.0) for q in qrels])  # (Q,)
     boot = d[np.random.default_rng(0).integers(0, len(d), (10_000, len(d)))].mean(axis=1)  # (10000,)
     return {

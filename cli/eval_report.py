@@ -16,10 +16,9 @@ from typing import Any
 import ir_measures
 
 from cli import eval_html, eval_plots
+from velaio.measures import Run, per_query_ndcg, score_run
 
 MODES = ("bm25", "dense", "hybrid")
-NDCG10 = ir_measures.nDCG @ 10
-Run = dict[str, dict[str, float]]
 
 
 @dataclass(frozen=True)
@@ -47,17 +46,6 @@ class Series:
     label: str
     metrics: dict[str, dict[str, float]]
     runs: dict[str, Run] = field(default_factory=dict)  # by the same keys; none for a results JSON
-
-
-def score_run(qrels: Mapping[str, Mapping[str, int]], run: Run, measures: Mapping[str, Any]) -> dict[str, float]:
-    """Means over the qrels' queries (a query the run misses counts 0), rounded as the results JSON has them."""
-    agg = ir_measures.calc_aggregate(list(measures.values()), qrels, run)
-    return {name: round(float(agg[m]), 4) for name, m in measures.items()}
-
-
-def per_query_ndcg(qrels: Mapping[str, Mapping[str, int]], run: Run) -> dict[str, float]:
-    scores = {m.query_id: float(m.value) for m in ir_measures.iter_calc([NDCG10], qrels, run)}
-    return {q: scores.get(q, 0.0) for q in qrels}
 
 
 def write_run_files(out_dir: Path, detail: EvalDetail) -> dict[str, str]:

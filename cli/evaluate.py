@@ -13,11 +13,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
-import ir_measures
 import numpy as np
 from tqdm import tqdm
 
-from cli.eval_report import EvalDetail, NamedRun, check_baseline, load_baselines, score_run, write_report
+from cli.eval_report import EvalDetail, NamedRun, check_baseline, load_baselines, write_report
 from cli.eval_report import write_run_files as write_trec_runs
 from indexing.ingest import run_job
 from indexing.jobs import JobKind
@@ -29,8 +28,8 @@ from service.search import search_batch
 from service.settings import Settings
 from service.state import build_state
 from velaio.beir import read_corpus, read_qrels, read_queries, read_query_ids
+from velaio.measures import MEASURES, ranked_scores, score_run
 
-MEASURES = {"ndcg@10": ir_measures.nDCG @ 10, "recall@100": ir_measures.R @ 100, "mrr@10": ir_measures.RR @ 10}
 INGEST_CHUNK = 5000  # documents per job: bounded job payloads, progress per batch
 QUERY_BATCH = 64
 DEPTH = 100  # hits per query: the deepest measure's cut (R@100), and the run files' depth
@@ -243,7 +242,7 @@ def _search_mode(
                 rerank_ms.append(res.rerank.took_ms)
             # Scores that order like the ranks, strictly decreasing: RRF and BM25 ties keep Vela's list order
             # in ir_measures here and in any tool that reads the run files (they break ties by doc id).
-            run[qid] = {h.id: float(len(res.hits) - i) for i, h in enumerate(res.hits)}
+            run[qid] = ranked_scores([h.id for h in res.hits])
     return run, rerank_ms
 
 

@@ -9,6 +9,7 @@ cycles, and an architecture's module is imported only when a directory of that a
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import threading
@@ -58,7 +59,8 @@ def asymmetric_onnx_dir(root: Path) -> Path:
     cache of the packaged default: per-token int8 for queries and documents, fp32 documents beside them)."""
     from models.packaged_onnx import cached_int8_export
 
-    return cached_int8_export(root, name=root.name)
+    # The path in the name: two models whose files match in name, size and mtime (copies) still get an export each.
+    return cached_int8_export(root, name=f"{root.name}-{hashlib.sha256(str(root).encode()).hexdigest()[:8]}")
 
 
 def choose_encoder(encoder: str | None, *, device: str, precision: str) -> str:
