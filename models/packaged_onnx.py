@@ -14,6 +14,9 @@ with `vela export-onnx`'s own code (dynamic int8, parity-checked against torch) 
 later process loads the cached export. Exporting here rather than shipping a prebuilt int8 file keeps one
 source of weights (the packaged model) and one quantization recipe (models/onnx_export.py) for every embedder.
 
+The same cache holds the ONNX form of an adapted (asymmetric) model, made the same way on first load
+(models/loading.py `asymmetric_onnx_dir`): its query encoder and its base become the two graphs.
+
 The cache key covers what changes the exported graph: the packaged model's files, the export recipe, the
 onnx / onnxruntime / torch versions and whether the CPU has VNNI (7-bit document weights without it). A file
 lock makes concurrent first starts (API and worker) export once.
