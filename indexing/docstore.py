@@ -239,6 +239,30 @@ class DocStore:
         )
         return {r[0]: DocumentRecord(r[0], r[1], r[2], json.loads(r[3]), r[4]) for r in rows}
 
+    def stored_documents(self, doc_ids: Sequence[str]) -> dict[str, StoredDocument]:
+        """The stored documents among `doc_ids` as they were written: spans and vectors in passage order, read in
+        one transaction (a write between the two reads would pair a text with another version's vectors)."""
+        conn = self._conn()
+        conn.execute("BEGIN")  # deferred: a read snapshot, no write lock
+        try:
+            docs = self.documents(doc_ids)
+            rows = self._select_in(
+                "SELECT doc_id, start, end, embedding FROM passages WHERE doc_id IN ({marks}) ORDER BY doc_id, idx",
+                list(docs),
+            )
+        finally:
+            rollback(conn)
+        spans: dict[str, list[tuple[int, int]]] = {}
+        vectors: dict[str, list[np.ndarray]] = {}
+        for doc_id, start, end, emb in rows:
+            spans.setdefault(doc_id, []).append((int(start), int(end)))
+            vectors.setdefault(doc_id, []).append(np.frombuffer(emb, dtype=np.float32))
+        return {
+            d: StoredDocument(d, r.title, r.text, r.metadata, r.content_hash, spans[d], np.stack(vectors[d]))
+            for d, r in docs.items()
+            if d in spans
+        }
+
     def metadata_after(self, after: str | None, limit: int) -> list[tuple[str, str]]:
         """(doc_id, metadata JSON text) of the first `limit` documents with ids above `after`, by id (the
         primary key's order: SQLite compares text as UTF-8 bytes, which is code point order, as Python does)."""

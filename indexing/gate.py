@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import ir_measures
-
 from indexing.collection import Collection
 from indexing.engine import Fanout
 from indexing.engine import search as engine_search
@@ -25,6 +23,7 @@ from indexing.ranking import Mode, RankRequest
 from models import Embedder
 from models.registry import is_model_name
 from velaio.beir import read_qrels, read_queries
+from velaio.measures import Run, per_query_ndcg, ranked_scores
 
 DATASETS_DIR = "datasets"
 K = 10
@@ -80,9 +79,10 @@ def ndcg_at_10(
     coll: Collection, embedder: Embedder | None, judged: JudgedSet, mode: Mode, fanout: Fanout, batch: int = 64
 ) -> float:
     """Mean NDCG@10 of one generation's published index over the judged queries, searched as the API searches
-    (documents grouped, the collection's fusion for hybrid)."""
+    (documents grouped, the collection's fusion for hybrid), scored in the order returned (ties as ranked, not
+    by document id), as `vela eval` scores."""
     qids = list(judged.queries)
-    run: dict[str, dict[str, float]] = {}
+    run: Run = {}
     req = RankRequest(mode=mode, k=K, fusion=fusion_in_force(None, coll.settings.fusion))
     versions = coll.read_versions()
     for i in range(0, len(qids), batch):
@@ -93,13 +93,7 @@ def ndcg_at_10(
         wanted = {pid: f.shard_of[pid] for f in fused for _, _, pid in f.top}
         passages = coll.passages(wanted)
         for qid, f in zip(part, fused, strict=True):
-            hits = run.setdefault(qid, {})
-            for _, score, pid in f.top:
-                p = passages.get(pid)
-                if p is not None and p.doc_id not in hits:
-                    hits[p.doc_id] = float(score)
-    qrels = [ir_measures.Qrel(q, d, g) for q, docs in judged.qrels.items() for d, g in docs.items()]
-    scored = [ir_measures.ScoredDoc(q, d, s) for q, docs in run.items() for d, s in docs.items()]
-    measure = ir_measures.nDCG @ K
-    value = ir_measures.calc_aggregate([measure], qrels, scored).get(measure, 0.0)
-    return float(value)
+            docs = [p.doc_id for p in (passages.get(pid) for _, _, pid in f.top) if p is not None]
+            run[qid] = ranked_scores(list(dict.fromkeys(docs)))  # first passage of each document, in rank order
+    per_query = per_query_ndcg(judged.qrels, run)  # a query with no hit counts 0
+    return sum(per_query.values()) / len(per_query)

@@ -6,6 +6,10 @@ version (its content hash, under the target's chunking, differs), is embedded wi
 source no longer has is deleted. The comparison is the replay of every write since the reindex began, whatever
 process made it, with no log to keep; run again after a crash it finds only what is left to do (idempotent).
 
+Where the target's embedder encodes documents exactly as the source's did (a model `vela adapt` trained on the
+query side keeps its base as the document encoder), the source's stored vectors are copied instead
+(indexing/vector_reuse.py).
+
 A contextual (CDE) target embeds with a corpus context of its own, sampled from the source's documents when its
 build begins and kept across resumes (indexing/context.py): a CDE collection's context refresh is this copy."""
 
@@ -19,6 +23,7 @@ from indexing.collection import Collection
 from indexing.context import commit_collection, context_for_generation, settle_drift
 from indexing.prepare import content_hash, prepare_documents, rewrite_if_only_metadata
 from indexing.shards import ShardedCollection
+from indexing.vector_reuse import copied_documents, same_document_side
 from models import Embedder
 
 PAGE = 256  # documents read, embedded and stored per step (a cancel or a kill loses at most one step)
@@ -27,6 +32,7 @@ PAGE = 256  # documents read, embedded and stored per step (a cancel or a kill l
 @dataclass
 class SyncOutcome:
     embedded: int = 0  # documents (re-)embedded into the target
+    copied: int = 0  # documents stored with the source's vectors (the embedder encodes documents as it did)
     rewritten: int = 0  # documents whose metadata alone changed: rewritten in the target, not embedded
     deleted: int = 0  # documents deleted from the target
     unchanged: int = 0
@@ -34,7 +40,7 @@ class SyncOutcome:
 
     @property
     def changed(self) -> int:
-        return self.embedded + self.rewritten + self.deleted
+        return self.embedded + self.copied + self.rewritten + self.deleted
 
 
 def stored_hashes(coll: Collection) -> dict[str, str]:
@@ -85,9 +91,13 @@ def sync(
     should_stop: Callable[[], bool] = lambda: False,
     on_progress: Callable[[int, int], None] | None = None,
     commit: bool = True,
+    source_embedder: Embedder | None = None,
+    copy_vectors: bool = True,
 ) -> SyncOutcome:
     """Make the target hold the source's documents (see the module's doc), then publish the target when anything
-    changed. The caller holds the target's writer lock. `on_progress(done, total)` counts source documents."""
+    changed. The caller holds the target's writer lock. `on_progress(done, total)` counts source documents;
+    `source_embedder` is the source generation's embedder as served: where it and `embedder` encode documents
+    alike, the source's vectors are copied (`copy_vectors=False`, or no source embedder: every document encoded)."""
     context = None
     if embedder.contextual:  # a CDE embedder: the target's own corpus context (a refresh samples a new one)
         if isinstance(target, ShardedCollection):
@@ -108,6 +118,11 @@ def sync(
         for store, ids in by_store.values():
             store.delete(ids)
         out.deleted += len(page)
+    copy = (
+        copy_vectors
+        and source_embedder is not None
+        and same_document_side(source_embedder, embedder, target, source, todo)
+    )
     for page in _pages(todo):
         if should_stop():
             out.cancelled = True
@@ -117,15 +132,19 @@ def sync(
         n = len(docs)
         docs = rewrite_if_only_metadata(target, docs) if docs else docs  # a metadata change is not embedded again
         out.rewritten += n - len(docs)
-        if docs:
+        if docs and copy:
+            prepared = copied_documents(source, target, [str(d["id"]) for d in docs])
+            out.copied += len(prepared)
+        elif docs:
             prepared = prepare_documents(docs, target, embedder, context)
+            out.embedded += len(prepared)
+        if docs:
             if isinstance(target, ShardedCollection):
                 target.upsert(prepared)
             else:
                 target.docstore.upsert(prepared)
-        out.embedded += len(docs)
         if on_progress is not None:
-            on_progress(same + out.embedded + out.rewritten, total)
+            on_progress(same + out.embedded + out.copied + out.rewritten, total)
     if context is not None and not out.cancelled:
         settle_drift(target)  # the copy's own writes are not drift
     if commit and out.changed:

@@ -51,7 +51,7 @@ _CHUNKERS: dict[int, tuple[Any, threading.Lock, Any]] = {}
 _CHUNKERS_LOCK = threading.Lock()
 
 
-def _chunking_tokenizer(embedder: Embedder) -> tuple[Any, threading.Lock]:
+def chunking_tokenizer(embedder: Embedder) -> tuple[Any, threading.Lock]:
     """A copy of the embedder's tokenizer for chunking, with its own lock. A fast tokenizer keeps padding and
     truncation in the tokenizer object and every call sets them: chunking (no truncation, no padding) on the
     tokenizer that encodes queries at the same moment (padding on) made a query batch ragged, and the search
@@ -71,7 +71,7 @@ def chunk_and_embed(
     context: CorpusContext | None = None,
 ) -> list[StoredDocument]:
     """prepare_documents without a collection at hand (a Ray Data encoder actor holds only the settings)."""
-    tokenizer, lock = _chunking_tokenizer(embedder)
+    tokenizer, lock = chunking_tokenizer(embedder)
     with lock:
         spans = [chunk_text(d["text"], tokenizer, chunking) for d in docs]
     texts = [

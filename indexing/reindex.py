@@ -111,10 +111,20 @@ def _reindex(
             on_progress(done, total)
 
     t0 = time.monotonic()
+    documents = {"embedded": 0, "copied": 0}  # encoded by the new embedder, or stored with the source's vectors
     for attempt in range(1 + CATCH_UP_PASSES):
         source = collections.get(spec["collection"])  # a write job may have published meanwhile
         with target.writer():
-            outcome = sync(source, target, embedder, should_stop=stop, on_progress=progress if attempt == 0 else None)
+            outcome = sync(
+                source,
+                target,
+                embedder,
+                should_stop=stop,
+                on_progress=progress if attempt == 0 else None,
+                source_embedder=_served(embedders, source),
+            )
+        documents["embedded"] += outcome.embedded
+        documents["copied"] += outcome.copied
         if outcome.cancelled or stop():
             _abandon(root, gen)
             raise JobCancelled()
@@ -125,6 +135,7 @@ def _reindex(
         "generation": gen,
         "previous": gens.generation_of(source),
         "build_s": round(time.monotonic() - t0, 3),
+        "documents": documents,
     }
     if spec.get("reason"):
         result["reason"] = spec["reason"]
@@ -145,7 +156,9 @@ def _reindex(
             gens.write_pointer(root, replace(gens.read_pointer(root), ready=True))
         result["promoted"] = False
         return result
-    _switch(collections, root, source, target, embedder, job_id, rollback=False)
+    _switch(
+        collections, root, source, target, embedder, job_id, rollback=False, source_embedder=_served(embedders, source)
+    )
     result["promoted"] = True
     return result
 
@@ -222,6 +235,15 @@ def _gate(
     }
 
 
+def _served(embedders: EmbedderCache, coll: Collection) -> Any:
+    """The embedder a generation's documents were encoded with, as served now; None if it cannot be loaded (a
+    removed model): then nothing is copied from that generation, every document is encoded."""
+    try:
+        return embedders.get(coll.settings.embedder)
+    except (OSError, ValueError, LookupError):
+        return None
+
+
 def _switch(
     collections: CollectionStore,
     root: Path,
@@ -231,6 +253,7 @@ def _switch(
     job_id: str,
     *,
     rollback: bool,
+    source_embedder: Any = None,
 ) -> None:
     """Make `target` the generation searches read, `source` the one kept. Under the generations lock and both
     writer locks (source, then target: one order everywhere), the last writes are caught up, the target is
@@ -240,7 +263,7 @@ def _switch(
         pointer = gens.read_pointer(root)
         if pointer.current != gens.generation_of(source):
             raise RuntimeError("the serving generation changed before the switch: run it again")
-        sync(source, target, embedder)
+        sync(source, target, embedder, source_embedder=source_embedder)
         old, new = gens.generation_of(source), gens.generation_of(target)
         if rollback:
             pointer = replace(pointer, current=new, previous=old, switched_by=job_id)
@@ -271,7 +294,17 @@ def _switch_job(rollback: bool) -> Callable[..., dict[str, Any]]:
         if not rollback and (pointer.building is None or not pointer.ready):
             raise RuntimeError(f"collection {source.name!r} has no finished generation waiting for promotion")
         target = gens.open_generation(root, pointer.previous if rollback else pointer.building)  # type: ignore[arg-type]
-        _switch(collections, root, source, target, embedders.get(target.settings.embedder), job_id, rollback=rollback)
+        embedder = embedders.get(target.settings.embedder)
+        _switch(
+            collections,
+            root,
+            source,
+            target,
+            embedder,
+            job_id,
+            rollback=rollback,
+            source_embedder=_served(embedders, source),
+        )
         return {"generation": gens.generation_of(target), "previous": gens.generation_of(source)}
 
     return run

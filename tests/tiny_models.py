@@ -32,6 +32,26 @@ def save_tiny_bert(root: Path, *, layers: int = 1, embedder: EmbedderConfig | No
     return root
 
 
+def save_asymmetric(base: Path, root: Path) -> Path:
+    """`base` with a query encoder of its own, as `vela adapt` writes one: the base's files (its tokenizer saved
+    again), and in `query_encoder/` the same architecture with every weight moved."""
+    import dataclasses
+    import shutil
+
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    shutil.copytree(base, root)
+    query = AutoModel.from_pretrained(base)
+    with torch.no_grad():
+        for p in query.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    query.save_pretrained(root / "query_encoder")
+    AutoTokenizer.from_pretrained(base).save_pretrained(root)
+    dataclasses.replace(EmbedderConfig.from_dir(root), query_encoder="query_encoder").save(root)
+    return root
+
+
 def write_topic_corpus(root: Path) -> Path:
     """A BEIR folder of 24 short documents on 6 topics (titles and two-sentence bodies), for miners and trainers."""
     root.mkdir()

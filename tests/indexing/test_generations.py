@@ -21,7 +21,7 @@ from indexing.ranking import RankRequest
 from indexing.reindex import clean_all
 from indexing.store import CollectionStore
 from models import EmbedderCache
-from tests.tiny_models import save_tiny_bert
+from tests.tiny_models import save_asymmetric, save_tiny_bert
 
 DOCS = [{"id": f"d{i}", "title": f"T{i}", "text": f"tides and the moon number {i} topic{i % 4}"} for i in range(40)]
 
@@ -73,6 +73,7 @@ def test_reindex_promotes_a_new_generation_and_rollback_restores_the_old(
     assert job.status == JobStatus.SUCCEEDED, job.error
     assert job.result is not None and job.result["promoted"] and job.result["generation"] == 1
     assert job.done == job.total == len(DOCS)
+    assert job.result["documents"] == {"embedded": len(DOCS), "copied": 0}
     coll = store.get("c")
     assert coll.root == root / "generations" / "1" and coll.settings.embedder == str(second_embedder)
     # The vectors are the new embedder's: what it makes of the stored passages, not the old ones.
@@ -92,6 +93,60 @@ def test_reindex_promotes_a_new_generation_and_rollback_restores_the_old(
     _reindex(env, tiny_embedder_dir)
     assert gens.generation_of(store.get("c")) == 2 and gens.on_disk(root) == [1, 2]
     assert gens.read_pointer(root).previous == 1
+
+
+@pytest.fixture(scope="module")
+def adapted_embedder(tiny_embedder_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The env's model with a new query side: its documents encode exactly as before."""
+    return save_asymmetric(tiny_embedder_dir, tmp_path_factory.mktemp("adapted") / "model")
+
+
+def test_a_new_query_side_copies_the_document_vectors_instead_of_encoding(
+    env: dict[str, Any], adapted_embedder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, root = env["store"], env["root"]
+    encoded: list[str] = []
+    real = gen_sync.prepare_documents
+    monkeypatch.setattr(
+        gen_sync,
+        "prepare_documents",
+        lambda docs, *a, **kw: encoded.extend(d["id"] for d in docs) or real(docs, *a, **kw),
+    )
+    job_id = _reindex(env, adapted_embedder, promote="manual")
+    job = env["jobs"].get(job_id)
+    assert job.status == JobStatus.SUCCEEDED, job.error
+    assert job.result["documents"] == {"embedded": 0, "copied": len(DOCS)} and encoded == []
+    assert job.done == job.total == len(DOCS)
+    # A write to the serving generation meanwhile is copied too, at promotion: the old model encoded it as the
+    # new one would.
+    new_doc = [{"id": "n1", "text": "a brand new document about volcanoes"}]
+    assert _job(env, JobKind.UPSERT, new_doc) == JobStatus.SUCCEEDED
+    assert _job(env, JobKind.PROMOTE, [{"collection": "c"}]) == JobStatus.SUCCEEDED
+    coll = store.get("c")
+    assert gens.generation_of(coll) == 1 and encoded == []
+    ids = [d["id"] for d in DOCS]
+    old, new = gens.open_generation(root, 0).docstore.stored_documents(ids), coll.docstore.stored_documents(ids)
+    assert all(np.array_equal(new[i].embeddings, old[i].embeddings) and new[i].spans == old[i].spans for i in ids)
+    new_model = env["embedders"].get(str(adapted_embedder))
+    n1 = coll.docstore.stored_documents(["n1"])["n1"]
+    # (The new model serves as ONNX here, the old one as torch: the same weights, a few 1e-5 apart.)
+    assert np.allclose(n1.embeddings, new_model.encode_documents(["a brand new document about volcanoes"]), atol=1e-3)
+    # Searches use the new query side over the copied vectors.
+    q = new_model.encode_queries(["tides and the moon number 7 topic3"])
+    assert not np.allclose(q, env["embedders"].get(str(coll.settings.embedder)).encode_queries(["x"]))
+    found = engine_search(coll, LOCAL_FANOUT, q, ["tides and the moon number 7 topic3"], RankRequest(mode="dense", k=3))
+    assert len(found[0].top) == 3
+    assert stored_hashes(coll) == stored_hashes(gens.open_generation(root, 0))
+
+
+def test_a_new_chunking_or_another_model_encodes_every_document(
+    env: dict[str, Any], adapted_embedder: Path, second_embedder: Path
+) -> None:
+    job = env["jobs"].get(_reindex(env, adapted_embedder, chunking={"max_tokens": 16, "overlap": 4}))
+    assert job.status == JobStatus.SUCCEEDED, job.error
+    assert job.result["documents"] == {"embedded": len(DOCS), "copied": 0}
+    coll = env["store"].get("c")
+    assert coll.settings.chunking == ChunkingParams(max_tokens=16, overlap=4)
 
 
 def test_writes_after_the_build_reach_the_new_generation_at_promotion(

@@ -105,22 +105,10 @@ def test_export_refuses_to_clobber(exported: dict[str, Path], tiny_embedder_dir:
 
 @pytest.fixture(scope="module")
 def asymmetric_dir(tiny_embedder_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny model with a query encoder of its own (what `vela adapt` writes): the base's files, and in
-    `query_encoder/` the same architecture with every weight moved."""
-    import shutil
+    """The tiny model with a query encoder of its own (what `vela adapt` writes)."""
+    from tests.tiny_models import save_asymmetric
 
-    import torch
-    from transformers import AutoModel
-
-    root = tmp_path_factory.mktemp("asym") / "model"
-    shutil.copytree(tiny_embedder_dir, root)
-    query = AutoModel.from_pretrained(tiny_embedder_dir)
-    with torch.no_grad():
-        for p in query.parameters():
-            p.add_(0.05 * torch.randn_like(p))
-    query.save_pretrained(root / "query_encoder")
-    dataclasses.replace(EmbedderConfig.from_dir(root), query_encoder="query_encoder").save(root)
-    return root
+    return save_asymmetric(tiny_embedder_dir, tmp_path_factory.mktemp("asym") / "model")
 
 
 @pytest.mark.parametrize("quantize", [False, True])
