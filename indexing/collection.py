@@ -140,14 +140,18 @@ class Collection:
     def document(self, doc_id: str, *, passages: bool = True) -> DocumentRecord | None:
         return self.store_of(doc_id).document(doc_id, passages=passages)
 
-    def documents(self, doc_ids: Sequence[str]) -> dict[str, DocumentRecord]:
-        """The stored documents among `doc_ids` (without passages), from whichever shard holds each."""
-        by_store: dict[int, tuple[DocStore, list[str]]] = {}
+    def by_store(self, doc_ids: Sequence[str]) -> list[tuple[DocStore, list[str]]]:
+        """`doc_ids` grouped by the doc store that holds (or would hold) each."""
+        groups: dict[int, tuple[DocStore, list[str]]] = {}
         for doc_id in doc_ids:
             store = self.store_of(doc_id)
-            by_store.setdefault(id(store), (store, []))[1].append(doc_id)
+            groups.setdefault(id(store), (store, []))[1].append(doc_id)
+        return list(groups.values())
+
+    def documents(self, doc_ids: Sequence[str]) -> dict[str, DocumentRecord]:
+        """The stored documents among `doc_ids` (without passages), from whichever shard holds each."""
         out: dict[str, DocumentRecord] = {}
-        for store, ids in by_store.values():
+        for store, ids in self.by_store(doc_ids):
             out.update(store.documents(ids))
         return out
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from indexing.collection import Collection
 from indexing.context import commit_collection, context_for_generation, settle_drift
@@ -111,11 +110,7 @@ def sync(
     if source.settings.schema != target.settings.schema:
         target.set_schema(source.settings.schema)  # declared during the reindex: the new generation has it too
     for page in _pages(gone):
-        by_store: dict[int, tuple[Any, list[str]]] = {}
-        for doc_id in page:
-            store = target.store_of(doc_id)
-            by_store.setdefault(id(store), (store, []))[1].append(doc_id)
-        for store, ids in by_store.values():
+        for store, ids in target.by_store(page):
             store.delete(ids)
         out.deleted += len(page)
     copy = (

@@ -23,7 +23,7 @@ import numpy as np
 
 from indexing.chunking import chunk_text
 from indexing.collection import Collection
-from indexing.docstore import DocStore, StoredDocument
+from indexing.docstore import StoredDocument
 from indexing.prepare import chunking_tokenizer, content_hash
 from models import Embedder
 from velaio.text import passage_text
@@ -38,12 +38,8 @@ MIN_COSINE = 0.9999
 
 def stored_documents(coll: Collection, doc_ids: Sequence[str]) -> dict[str, StoredDocument]:
     """The stored documents among `doc_ids`, with their passages' spans and vectors, over every shard."""
-    by_store: dict[int, tuple[DocStore, list[str]]] = {}
-    for doc_id in doc_ids:
-        store = coll.store_of(doc_id)
-        by_store.setdefault(id(store), (store, []))[1].append(doc_id)
     out: dict[str, StoredDocument] = {}
-    for store, ids in by_store.values():
+    for store, ids in coll.by_store(doc_ids):
         out.update(store.stored_documents(ids))
     return out
 

@@ -58,6 +58,16 @@ def _reindex(env: dict[str, Any], embedder: Path, **options: Any) -> str:
     return str(job.id)
 
 
+def _encoded_ids(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The ids of the documents a sync sends to the encoder from now on."""
+    ids: list[str] = []
+    real = gen_sync.prepare_documents
+    monkeypatch.setattr(
+        gen_sync, "prepare_documents", lambda docs, *a, **kw: ids.extend(d["id"] for d in docs) or real(docs, *a, **kw)
+    )
+    return ids
+
+
 def _dense_vectors(env: dict[str, Any]) -> np.ndarray:
     coll = env["store"].get("c")
     return np.concatenate([b.embeddings for b in coll.docstore.batches_after(-1)])
@@ -105,13 +115,7 @@ def test_a_new_query_side_copies_the_document_vectors_instead_of_encoding(
     env: dict[str, Any], adapted_embedder: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store, root = env["store"], env["root"]
-    encoded: list[str] = []
-    real = gen_sync.prepare_documents
-    monkeypatch.setattr(
-        gen_sync,
-        "prepare_documents",
-        lambda docs, *a, **kw: encoded.extend(d["id"] for d in docs) or real(docs, *a, **kw),
-    )
+    encoded = _encoded_ids(monkeypatch)
     job_id = _reindex(env, adapted_embedder, promote="manual")
     job = env["jobs"].get(job_id)
     assert job.status == JobStatus.SUCCEEDED, job.error
@@ -179,13 +183,7 @@ def test_a_metadata_change_during_a_reindex_is_not_embedded_again(
     patch = [{"id": "d3", "metadata": {"year": 2024}, "mode": "merge"}]
     assert _job(env, JobKind.PATCH, patch) == JobStatus.SUCCEEDED
     before = gens.open_generation(root, 1).document("d3")
-    embedded: list[str] = []
-    real = gen_sync.prepare_documents
-    monkeypatch.setattr(
-        gen_sync,
-        "prepare_documents",
-        lambda docs, *a, **kw: embedded.extend(d["id"] for d in docs) or real(docs, *a, **kw),
-    )
+    embedded = _encoded_ids(monkeypatch)
     assert _job(env, JobKind.PROMOTE, [{"collection": "c"}]) == JobStatus.SUCCEEDED
     coll = store.get("c")
     after = coll.document("d3")
