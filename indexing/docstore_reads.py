@@ -1,0 +1,193 @@
+"""The reads of a collection's doc store (indexing/docstore.py holds the class and its writes).
+
+Every read runs on the calling thread's own connection; a read that must see one version of several tables runs
+in one read transaction (WAL: a snapshot, no write lock).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from indexing.docstore_records import DocumentRecord, PassageBatch, PassageHit, StoredDocument
+from velaio.files import rollback
+from velaio.text import passage_text
+
+
+class DocStoreReads:
+    def _conn(self) -> sqlite3.Connection:  # DocStore's: one connection per thread
+        raise NotImplementedError
+
+    def seq(self) -> int:
+        """A counter bumped by every committed write: indexes record the seq they reflect."""
+        return int(self._conn().execute("SELECT value FROM meta WHERE key = 'seq'").fetchone()[0])
+
+    def next_pid(self) -> int:
+        """The id AUTOINCREMENT would give the next passage (ids are never reused, even after deletes)."""
+        row = self._conn().execute("SELECT seq FROM sqlite_sequence WHERE name = 'passages'").fetchone()
+        return int(row[0]) + 1 if row else 1
+
+    def doc_changes(self) -> int:
+        """Documents written or deleted since the store was made (each upsert or delete counts once)."""
+        return int(self._conn().execute("SELECT value FROM meta WHERE key = 'doc_changes'").fetchone()[0])
+
+    def stale_documents(self, context_id: str, limit: int) -> list[tuple[str, str, str, list[tuple[int, int]]]]:
+        """Documents whose vectors were made with another context: (doc_id, title, text, passage spans)."""
+        conn = self._conn()
+        rows = conn.execute(
+            "SELECT doc_id, title, text FROM documents WHERE context_id != ? ORDER BY rowid LIMIT ?",
+            (context_id, limit),
+        ).fetchall()
+        out = []
+        for doc_id, title, text in rows:
+            spans = conn.execute("SELECT start, end FROM passages WHERE doc_id = ? ORDER BY idx", (doc_id,)).fetchall()
+            out.append((doc_id, title, text, [(int(a), int(b)) for a, b in spans]))
+        return out
+
+    def count_stale(self, context_id: str) -> int:
+        q = "SELECT COUNT(*) FROM documents WHERE context_id != ?"
+        return int(self._conn().execute(q, (context_id,)).fetchone()[0])
+
+    def document_ids(self) -> list[str]:
+        return [r[0] for r in self._conn().execute("SELECT doc_id FROM documents ORDER BY rowid")]
+
+    def document_texts(self, doc_ids: Sequence[str]) -> dict[str, str]:
+        """What a context embedder reads for a whole document: title + newline + text."""
+        rows = self._select_in("SELECT doc_id, title, text FROM documents WHERE doc_id IN ({marks})", list(doc_ids))
+        return {doc_id: passage_text(title, text) for doc_id, title, text in rows}
+
+    def counts(self) -> tuple[int, int]:
+        conn = self._conn()
+        docs = conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
+        passages = conn.execute("SELECT COUNT(*) FROM passages").fetchone()[0]
+        return int(docs), int(passages)
+
+    def _select_in(self, sql: str, keys: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """Run `sql` (with one `{marks}` placeholder list) over keys, 500 at a time (SQLite's variable cap)."""
+        conn = self._conn()
+        rows: list[tuple[Any, ...]] = []
+        for i in range(0, len(keys), 500):
+            part = list(keys[i : i + 500])
+            rows.extend(conn.execute(sql.format(marks=",".join("?" * len(part))), part).fetchall())
+        return rows
+
+    def document(self, doc_id: str, *, passages: bool = True) -> DocumentRecord | None:
+        """One stored document (None when there is none), with its passages in order when asked."""
+        conn = self._conn()
+        row = conn.execute(
+            "SELECT title, text, metadata, content_hash FROM documents WHERE doc_id = ?", (doc_id,)
+        ).fetchone()
+        if row is None:
+            return None
+        spans = None
+        if passages:
+            q = "SELECT pid, idx, start, end FROM passages WHERE doc_id = ? ORDER BY idx"
+            spans = [(int(p), int(i), int(a), int(b)) for p, i, a, b in conn.execute(q, (doc_id,))]
+        return DocumentRecord(doc_id, row[0], row[1], json.loads(row[2]), row[3], spans)
+
+    def documents(self, doc_ids: Sequence[str]) -> dict[str, DocumentRecord]:
+        """The stored documents among `doc_ids` (without passages)."""
+        rows = self._select_in(
+            "SELECT doc_id, title, text, metadata, content_hash FROM documents WHERE doc_id IN ({marks})",
+            list(doc_ids),
+        )
+        return {r[0]: DocumentRecord(r[0], r[1], r[2], json.loads(r[3]), r[4]) for r in rows}
+
+    def stored_documents(self, doc_ids: Sequence[str]) -> dict[str, StoredDocument]:
+        """The stored documents among `doc_ids` as they were written: spans and vectors in passage order, read in
+        one transaction (a write between the two reads would pair a text with another version's vectors)."""
+        conn = self._conn()
+        conn.execute("BEGIN")  # deferred: a read snapshot, no write lock
+        try:
+            docs = self.documents(doc_ids)
+            rows = self._select_in(
+                "SELECT doc_id, start, end, embedding FROM passages WHERE doc_id IN ({marks}) ORDER BY doc_id, idx",
+                list(docs),
+            )
+        finally:
+            rollback(conn)
+        spans: dict[str, list[tuple[int, int]]] = {}
+        vectors: dict[str, list[np.ndarray]] = {}
+        for doc_id, start, end, emb in rows:
+            spans.setdefault(doc_id, []).append((int(start), int(end)))
+            vectors.setdefault(doc_id, []).append(np.frombuffer(emb, dtype=np.float32))
+        return {
+            d: StoredDocument(d, r.title, r.text, r.metadata, r.content_hash, spans[d], np.stack(vectors[d]))
+            for d, r in docs.items()
+            if d in spans
+        }
+
+    def metadata_after(self, after: str | None, limit: int) -> list[tuple[str, str]]:
+        """(doc_id, metadata JSON text) of the first `limit` documents with ids above `after`, by id (the
+        primary key's order: SQLite compares text as UTF-8 bytes, which is code point order, as Python does)."""
+        conn = self._conn()
+        if after is None:
+            q = "SELECT doc_id, metadata FROM documents ORDER BY doc_id LIMIT ?"
+            return conn.execute(q, (limit,)).fetchall()
+        q = "SELECT doc_id, metadata FROM documents WHERE doc_id > ? ORDER BY doc_id LIMIT ?"
+        return conn.execute(q, (after, limit)).fetchall()
+
+    def content_hashes(self, doc_ids: Sequence[str]) -> dict[str, str]:
+        return dict(self._select_in("SELECT doc_id, content_hash FROM documents WHERE doc_id IN ({marks})", doc_ids))
+
+    def passage_docs(self, pids: Sequence[int]) -> dict[int, str]:
+        """Document id of each passage that still exists."""
+        keys = [int(p) for p in pids]
+        return dict(self._select_in("SELECT pid, doc_id FROM passages WHERE pid IN ({marks})", keys))
+
+    def dead_pids(self) -> np.ndarray:
+        """Passages deleted or replaced since the last commit forgot them: (m,) int64."""
+        rows = self._conn().execute("SELECT pid FROM dead_passages").fetchall()
+        return np.asarray([r[0] for r in rows], dtype=np.int64)
+
+    def count_after(self, pid: int) -> int:
+        return int(self._conn().execute("SELECT COUNT(*) FROM passages WHERE pid > ?", (pid,)).fetchone()[0])
+
+    def passages(self, pids: Sequence[int]) -> dict[int, PassageHit]:
+        """The passages that still exist, with their document's title and metadata."""
+        rows = self._select_in(
+            "SELECT p.pid, p.doc_id, p.idx, p.start, p.end, d.title, d.text, d.metadata "
+            "FROM passages p JOIN documents d ON d.doc_id = p.doc_id WHERE p.pid IN ({marks})",
+            [int(p) for p in pids],
+        )
+        return {
+            pid: PassageHit(pid, doc_id, idx, start, end, title, text[start:end], json.loads(meta))
+            for pid, doc_id, idx, start, end, title, text, meta in rows
+        }
+
+    def iter_passages(self, batch_size: int = 4096) -> Iterator[tuple[np.ndarray, list[str], np.ndarray]]:
+        """Every passage in pid order, in batches: (pids (n,), title + passage texts, embeddings (n, d))."""
+        for pids, _, texts, emb in self.iter_passages_after(-1, batch_size):
+            yield pids, texts, emb
+
+    def iter_passages_after(
+        self, after: int, batch_size: int = 4096
+    ) -> Iterator[tuple[np.ndarray, np.ndarray, list[str], np.ndarray]]:
+        """Passages with ids above `after`, in pid order, in batches: (pids (n,), document numbers (n,),
+        title + passage texts, embeddings (n, d))."""
+        for b in self.batches_after(after, batch_size):
+            yield b.pids, b.docs, b.texts, b.embeddings
+
+    def batches_after(self, after: int, batch_size: int = 4096) -> Iterator[PassageBatch]:
+        """Passages with ids above `after`, in pid order, in batches, with their documents' metadata."""
+        conn = self._conn()
+        last = after
+        while True:
+            rows = conn.execute(
+                "SELECT p.pid, d.rowid, d.title, substr(d.text, p.start + 1, p.end - p.start), p.embedding, "
+                "d.metadata FROM passages p JOIN documents d ON d.doc_id = p.doc_id WHERE p.pid > ? "
+                "ORDER BY p.pid LIMIT ?",
+                (last, batch_size),
+            ).fetchall()
+            if not rows:
+                return
+            pids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+            docs = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
+            texts = [passage_text(r[2], r[3]) for r in rows]
+            emb = np.stack([np.frombuffer(r[4], dtype=np.float32) for r in rows])  # (n, d)
+            yield PassageBatch(pids, docs, texts, emb, [r[5] for r in rows])
+            last = int(pids[-1])
