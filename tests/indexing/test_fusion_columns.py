@@ -11,12 +11,12 @@ import pytest
 
 from indexing.fusion import (
     FusionSpec,
-    _normalized_sum_loop,
     fuse_runs,
     fused_columns,
     normalized_sum,
     reciprocal_rank_fusion,
 )
+from indexing.fusion_normalize import _normalized_sum_loop
 from indexing.ranking import Ranked, RankRequest, fuse, group, merge_shards
 
 
