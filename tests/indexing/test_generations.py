@@ -10,6 +10,7 @@ import pytest
 
 import indexing.gen_sync as gen_sync
 from indexing import generations as gens
+from indexing import vector_reuse
 from indexing.chunking import ChunkingParams
 from indexing.collection import CollectionSettings
 from indexing.engine import LOCAL_FANOUT
@@ -141,6 +142,26 @@ def test_a_new_query_side_copies_the_document_vectors_instead_of_encoding(
     found = engine_search(coll, LOCAL_FANOUT, q, ["tides and the moon number 7 topic3"], RankRequest(mode="dense", k=3))
     assert len(found[0].top) == 3
     assert stored_hashes(coll) == stored_hashes(gens.open_generation(root, 0))
+
+
+def test_a_sharded_collection_copies_its_vectors_shard_by_shard(
+    tmp_path: Path, tiny_embedder_dir: Path, adapted_embedder: Path
+) -> None:
+    store, jobs, embedders = CollectionStore(tmp_path), JobStore(tmp_path / "jobs.sqlite3"), EmbedderCache()
+    dim = embedders.get(str(tiny_embedder_dir)).dim
+    store.create(CollectionSettings(name="c", embedder=str(tiny_embedder_dir), dim=dim, shards=2))
+    env = {"store": store, "jobs": jobs, "embedders": embedders}
+    assert _job(env, JobKind.UPSERT, DOCS) == JobStatus.SUCCEEDED
+    job = jobs.get(_reindex(env, adapted_embedder))
+    assert job.status == JobStatus.SUCCEEDED, job.error
+    assert job.result["documents"] == {"embedded": 0, "copied": len(DOCS)}
+    old, new = gens.open_generation(tmp_path / "collections" / "c", 0), store.get("c")
+    assert [len(s.docstore.document_ids()) for s in new.shard_list] == [
+        len(s.docstore.document_ids()) for s in old.shard_list
+    ]
+    ids = [d["id"] for d in DOCS]
+    a, b = vector_reuse.stored_documents(old, ids), vector_reuse.stored_documents(new, ids)
+    assert all(np.array_equal(a[i].embeddings, b[i].embeddings) for i in ids)
 
 
 def test_a_new_chunking_or_another_model_encodes_every_document(
