@@ -240,7 +240,8 @@ def _served(embedders: EmbedderCache, coll: Collection) -> Any:
     removed model): then nothing is copied from that generation, every document is encoded."""
     try:
         return embedders.get(coll.settings.embedder)
-    except (OSError, ValueError, LookupError):
+    except Exception as e:  # noqa: BLE001 - a copy is an optimisation: never the reason a reindex fails
+        log.warning("current embedder not loadable: every document is encoded", extra={"error": str(e)})
         return None
 
 

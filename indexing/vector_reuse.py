@@ -6,12 +6,12 @@ SciFact about as long as the first ingest). Whether the document side is the sam
 than on file names (an adapted model's folder is a copy of its base, re-saved; one base may be served as torch or
 as ONNX): a sample of the source's stored passages is chunked again with the new embedder's tokenizer and the
 target's chunking, and encoded by both the source's embedder (as it serves now) and the new one. Only when every
-span comes out the same and every pair of vectors is within `MIN_COSINE` are the source's vectors copied; then the
-new generation holds exactly what a re-encode by the old model would give, which is what it would have held had
-the collection been reindexed with nothing changed. Otherwise every document is encoded, as before. (The stored
-vectors are not the reference: a collection ingested at another precision, bf16 or an int8 graph, holds vectors
-a little off what the same model serves now.) A contextual (CDE) embedder never copies: its vectors depend on the
-corpus context.
+span comes out the same and every pair of vectors is within `MIN_COSINE` are the source's vectors copied: the new
+model changes nothing about the documents, so the new generation keeps the vectors the collection has. Otherwise
+every document is encoded, as before. (The stored vectors are not the reference: a collection ingested at another
+precision, bf16 or an int8 graph, holds vectors a little off what the same model serves now, and comparing with
+them would refuse the copy for the very model the collection was made with.) A contextual (CDE) embedder never
+copies: its vectors depend on the corpus context.
 """
 
 from __future__ import annotations

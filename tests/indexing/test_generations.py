@@ -164,6 +164,24 @@ def test_a_sharded_collection_copies_its_vectors_shard_by_shard(
     assert all(np.array_equal(a[i].embeddings, b[i].embeddings) for i in ids)
 
 
+def test_a_current_model_that_cannot_be_loaded_means_encoding_not_failing(
+    tmp_path: Path, tiny_embedder_dir: Path, adapted_embedder: Path
+) -> None:
+    import shutil
+
+    gone = shutil.copytree(tiny_embedder_dir, tmp_path / "removed-model")
+    store, jobs = CollectionStore(tmp_path), JobStore(tmp_path / "jobs.sqlite3")
+    dim = EmbedderCache().get(str(gone)).dim
+    store.create(CollectionSettings(name="c", embedder=str(gone), dim=dim))
+    assert (
+        _job({"store": store, "jobs": jobs, "embedders": EmbedderCache()}, JobKind.UPSERT, DOCS) == JobStatus.SUCCEEDED
+    )
+    shutil.rmtree(gone)
+    job = jobs.get(_reindex({"store": store, "jobs": jobs, "embedders": EmbedderCache()}, adapted_embedder))
+    assert job.status == JobStatus.SUCCEEDED, job.error
+    assert job.result["documents"] == {"embedded": len(DOCS), "copied": 0}
+
+
 def test_a_new_chunking_or_another_model_encodes_every_document(
     env: dict[str, Any], adapted_embedder: Path, second_embedder: Path
 ) -> None:
