@@ -1,12 +1,13 @@
 """`vela adapt COLLECTION --out NAME [--max_minutes M]`: adapt a collection's embedder to its own documents.
 
-No labels: pseudo-queries are sentences cut out of the collection's passages (the Inverse Cloze Task of the
-fusion chooser, indexing/fusion_choice.py), each paired with its passage without that sentence. The teacher is
-the collection's own hybrid ranker: every pseudo-query is searched with dense and BM25 through the engine, and
-the z-scored combination of both lists filters the pseudo-queries, mines negatives and gives margin-MSE its
-margins (training/adapt/dataset.py). The student, the collection's embedder, trains for what is left of the
-time budget (training/adapt/trainer.py); the result is registered by name in the model registry with its
-training record, so `GET /models` lists it and a collection can be reindexed with it.
+No labels: the pseudo-queries are the documents' titles (sentences cut out of passages where titles are few) and
+any unlabelled queries given with --queries (cli/adapt_queries.py). The teacher is the collection's own hybrid
+ranker: every pseudo-query is searched with dense and BM25 through the engine, and the z-scored combination of
+both lists scores each query's list (training/adapt/dataset.py). The student, by default the query side of the
+collection's embedder, trains for what is left of the time budget against the collection's fixed document
+vectors (training/adapt/query_tower.py; `--tower both`: training/adapt/trainer.py); the result is registered by
+name in the model registry with its training record, so `GET /models` lists it and a collection can be reindexed
+with it (a reindex that copies the document vectors, the document side being the base's).
 
 This module is the orchestration that needs the engine; training/ reads only the plain data it is given.
 """
@@ -24,12 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 log = logging.getLogger("vela.adapt")
-SEARCH_CHUNK = 256  # pseudo-queries per engine search call
 SAVE_RESERVE_S = 20.0  # of the budget, kept for saving and registering the model
-TITLED_SHARE = 0.5  # titles alone are the pseudo-queries where at least this share of documents gives one
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -120,6 +117,7 @@ def _check_name(name: str) -> str | None:
 
 def adapt(collection: str, name: str, aargs: Any, *, command: str) -> dict[str, Any]:
     """Pseudo-queries, pseudo-labels, training, registration; the registry entry (public fields)."""
+    from cli.adapt_queries import bare_candidates, candidates, logged_queries, pseudo_queries
     from cli.models import models_dir
     from indexing.collection import CollectionNotFound
     from models.registry import ModelRegistry
@@ -139,7 +137,7 @@ def adapt(collection: str, name: str, aargs: Any, *, command: str) -> dict[str, 
     fanout = state.collections.fanout
     if aargs.tower == "query" and embedder.contextual:
         raise LookupError(f"collection {collection!r} has a contextual embedder: adapt it with --tower both")
-    pqs = pseudo_queries(coll, aargs) + logged_queries(aargs.queries)
+    pqs = pseudo_queries(coll, aargs) + logged_queries(aargs.queries)  # cli/adapt_queries.py
     work = settings.data_dir / "adapt" / name  # checkpoints stay here; the registry copies the model only
     student = _student(aargs.student) if aargs.student else str(coll.settings.embedder)
     if aargs.tower == "query":
@@ -152,7 +150,7 @@ def adapt(collection: str, name: str, aargs: Any, *, command: str) -> dict[str, 
                 candidates(coll, embedder, fanout, pqs, aargs.depth), alpha=aargs.fusion_alpha, consistency_top_k=0
             )
         else:  # the ablation: the same pseudo-queries, in-batch, nothing from a teacher
-            lists, texts = sources_only([_bare(p) for p in pqs])
+            lists, texts = sources_only([bare_candidates(p) for p in pqs])
             teacher = {"pseudo_queries": len(pqs), "kept": len(lists)}
         if not lists:
             raise LookupError(f"collection {collection!r} gave no usable pseudo-queries (too few sentences?)")
@@ -170,7 +168,7 @@ def adapt(collection: str, name: str, aargs: Any, *, command: str) -> dict[str, 
                 consistency_top_k=aargs.consistency_top_k,
             )
         else:  # the ablation: the same pseudo-queries, their sources as positives, nothing from a teacher
-            examples = unlabelled([_bare(p) for p in pqs if p.doc_id])
+            examples = unlabelled([bare_candidates(p) for p in pqs if p.doc_id])
             teacher = {"pseudo_queries": len(pqs), "kept": len(examples)}
         if not examples:
             raise LookupError(f"collection {collection!r} gave no usable pseudo-queries (too few sentences?)")
@@ -206,22 +204,6 @@ def _minutes_left(aargs: Any, prep_s: float) -> float:
     return minutes
 
 
-def logged_queries(path: str) -> list[Any]:
-    """--queries: unlabelled queries from a file, as pseudo-queries without a source (no document is theirs)."""
-    if not path:
-        return []
-    from indexing.fusion_choice import ChoiceParams, PseudoQuery
-    from velaio.beir import read_query_texts
-
-    try:
-        texts = read_query_texts(Path(path))
-    except (OSError, ValueError) as e:
-        raise LookupError(f"--queries: cannot read {path}: {e}") from e
-    log.info("%d queries from %s", len(texts), path)
-    cut = ChoiceParams().max_words  # cut as the pseudo-queries are: queries are short
-    return [PseudoQuery("", frozenset(), " ".join(t.split()[:cut]), "") for t in texts]
-
-
 def _student(name: str) -> str:
     """--student: a registered model's directory (e.g. an earlier adaptation, to train it further), else as given."""
     from cli.models import models_dir
@@ -241,94 +223,3 @@ def _model_label(embedder: str) -> str:
     if Path(embedder) == Path(packaged_minilm_dir()):
         return "default"
     return Path(embedder).name
-
-
-def pseudo_queries(coll: Any, aargs: Any) -> list[Any]:
-    """Title pseudo-queries where at least half the documents have a title that makes one (one per such
-    document); otherwise ICT pseudo-queries, `queries_per_doc` rounds of the fusion chooser's sampler (a new seed
-    each round: another sentence of another passage), duplicates dropped, beside what titles there are. At most
-    max_queries in all, a seeded sample."""
-    import random
-
-    from indexing.fusion_choice import ChoiceParams, documents_of, sample_pseudo_queries
-    from indexing.pseudo_queries import title_pseudo_queries
-
-    docs = documents_of(coll)
-    titles = title_pseudo_queries(coll) if aargs.title_queries else []
-    out: dict[tuple[str, str], Any] = {(p.doc_id, p.query): p for p in titles}
-    if aargs.queries_per_doc and len(titles) < TITLED_SHARE * docs:
-        per_round = docs if not aargs.max_queries else min(docs, -(-aargs.max_queries // aargs.queries_per_doc))
-        for r in range(aargs.queries_per_doc):
-            for p in sample_pseudo_queries(coll, ChoiceParams(samples=per_round, seed=aargs.seed + r)):
-                out.setdefault((p.doc_id, p.query), p)
-    chosen = list(out.values())
-    if aargs.max_queries and len(chosen) > aargs.max_queries:
-        chosen = random.Random(aargs.seed).sample(chosen, aargs.max_queries)
-    log.info("%d pseudo-queries (%d titles) from %d documents", len(chosen), len(titles), docs)
-    return chosen
-
-
-def _bare(p: Any) -> Any:
-    from training.adapt.dataset import Candidates
-
-    return Candidates(p.query, p.rest, p.doc_id)
-
-
-def candidates(coll: Any, embedder: Any, fanout: Any, pqs: list[Any], depth: int) -> list[Any]:
-    """The teacher's view of each pseudo-query: its source (the cut passage, scored as an indexed passage
-    would be: cosine of its vector, BM25 with the collection's statistics) and the top `depth` documents of
-    the dense and the BM25 list (the source document left out), with both scores where each list has them."""
-    from indexing.dense import exact_scores
-    from indexing.engine import search as engine_search
-    from indexing.fusion_choice import _bm25_of_rest
-    from indexing.ranking import RankRequest
-    from training.adapt.dataset import Candidates
-    from velaio.text import passage_text
-
-    versions = coll.published_versions()
-    context = coll.query_context(fanout)
-    out: list[Candidates] = []
-    for start in range(0, len(pqs), SEARCH_CHUNK):
-        part = pqs[start : start + SEARCH_CHUNK]
-        queries = [p.query for p in part]
-        qv = embedder.encode_queries(queries, context=context)  # (n, d)
-        own = [i for i, p in enumerate(part) if p.doc_id]  # a logged query has no source to score
-        dense_pos = np.full(len(part), np.nan)  # (n,)
-        bm25_pos = np.full(len(part), np.nan)  # (n,)
-        if own:
-            dv = embedder.encode_documents([part[i].rest for i in own], context=context)  # (m, d)
-            dense_pos[own] = exact_scores(dv[:, None, :], qv[own])[:, 0]
-            bm25_pos[own] = _bm25_of_rest(coll, fanout, versions, [part[i] for i in own])
-        found = {}
-        for mode in ("dense", "bm25"):
-            req = RankRequest(mode=mode, k=depth + 1, depth=depth)  # type: ignore[arg-type]
-            found[mode] = engine_search(coll, fanout, qv if mode == "dense" else None, queries, req, versions=versions)
-        wanted: dict[int, int] = {}
-        for mode in found:
-            for f in found[mode]:
-                wanted.update({pid: f.shard_of[pid] for _, _, pid in f.top})
-        hits = coll.passages(wanted)
-        for i, p in enumerate(part):
-            scores: dict[str, dict[Any, float]] = {"dense": {}, "bm25": {}}
-            text_of: dict[Any, tuple[str, str]] = {}
-            for mode in ("dense", "bm25"):
-                for key, score, pid in found[mode][i].top:
-                    if pid in p.pids or pid not in hits:
-                        continue
-                    scores[mode][key] = float(score)
-                    h = hits[pid]
-                    text_of.setdefault(key, (h.doc_id, passage_text(h.title, h.text)))
-            keys = list(text_of)[: 2 * depth]
-            out.append(
-                Candidates(
-                    p.query,
-                    p.rest,
-                    p.doc_id,
-                    [text_of[k][1] for k in keys],
-                    [text_of[k][0] for k in keys],
-                    np.array([dense_pos[i], *(scores["dense"].get(k, np.nan) for k in keys)]),
-                    np.array([bm25_pos[i], *(scores["bm25"].get(k, np.nan) for k in keys)]),
-                )
-            )
-        log.info("teacher: %d of %d pseudo-queries searched", len(out), len(pqs))
-    return out

@@ -1,6 +1,6 @@
 """Pseudo-labelled training data for `vela adapt`: what the teacher says about each pseudo-query.
 
-The engine side (cli/adapt.py) cuts pseudo-queries out of the collection's documents and searches each with
+The engine side (cli/adapt_queries.py) cuts pseudo-queries out of the collection's documents and searches each with
 dense and BM25; what arrives here is plain data, one `Candidates` per pseudo-query. This module turns it into
 pseudo-labels without labels:
 
