@@ -35,6 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gate-tolerance", type=float, default=0.0, help="promote when new >= old - this (default 0)")
     p.add_argument("--chunk-tokens", type=int, default=None, help="new chunking: tokens per passage")
     p.add_argument("--chunk-overlap", type=int, default=None, help="new chunking: overlap (with --chunk-tokens)")
+    p.add_argument("--reencode", action="store_true", help="encode every document, never copy the stored vectors")
     p.add_argument("--data-dir", default=None, help="data directory (default VELA_DATA_DIR or ./.vela)")
 
 
@@ -46,7 +47,7 @@ def options(args: argparse.Namespace) -> dict[str, Any]:
     chunking = None
     if args.chunk_tokens is not None:
         chunking = {"max_tokens": args.chunk_tokens, "overlap": args.chunk_overlap or 0}
-    return {"chunking": chunking, "promote": args.promote, "gate": gate}
+    return {"chunking": chunking, "promote": args.promote, "gate": gate, "reencode": args.reencode}
 
 
 def main(args: argparse.Namespace) -> int:

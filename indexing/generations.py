@@ -45,6 +45,7 @@ class Pointer:
     last: int = 0  # the highest number given out: numbers are never reused
     switched_by: str | None = None  # the job whose switch this pointer is (a resumed job then knows it is done)
     names: dict[str, str] | None = None  # generation -> the registry name of its embedder, as a request gave it
+    reencode: bool = False  # the reindex that builds `building` encodes every document (its promotion too)
 
     def kept(self) -> set[int]:
         return {g for g in (self.current, self.previous, self.building) if g is not None}

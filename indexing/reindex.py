@@ -121,7 +121,7 @@ def _reindex(
                 embedder,
                 should_stop=stop,
                 on_progress=progress if attempt == 0 else None,
-                source_embedder=_served(embedders, source),
+                source_embedder=None if spec.get("reencode") else _served(embedders, source),
             )
         documents["embedded"] += outcome.embedded
         documents["copied"] += outcome.copied
@@ -156,9 +156,8 @@ def _reindex(
             gens.write_pointer(root, replace(gens.read_pointer(root), ready=True))
         result["promoted"] = False
         return result
-    _switch(
-        collections, root, source, target, embedder, job_id, rollback=False, source_embedder=_served(embedders, source)
-    )
+    copy_from = None if spec.get("reencode") else _served(embedders, source)
+    _switch(collections, root, source, target, embedder, job_id, rollback=False, source_embedder=copy_from)
     result["promoted"] = True
     return result
 
@@ -184,7 +183,9 @@ def _begin(root: Path, source: Collection, spec: dict[str, Any], job_id: str, di
         )
         gen, target = gens.new_generation(root, settings)
         names = {**(pointer.names or {}), str(gen): spec.get("embedder_name") or ""}
-        gens.write_pointer(root, replace(pointer, building=gen, job=job_id, ready=False, last=gen, names=names))
+        reencode = bool(spec.get("reencode"))
+        pointer = replace(pointer, building=gen, job=job_id, ready=False, last=gen, names=names, reencode=reencode)
+        gens.write_pointer(root, pointer)
         return target
 
 
@@ -296,6 +297,7 @@ def _switch_job(rollback: bool) -> Callable[..., dict[str, Any]]:
             raise RuntimeError(f"collection {source.name!r} has no finished generation waiting for promotion")
         target = gens.open_generation(root, pointer.previous if rollback else pointer.building)  # type: ignore[arg-type]
         embedder = embedders.get(target.settings.embedder)
+        reencode = not rollback and pointer.reencode  # the reindex that built it asked to encode everything
         _switch(
             collections,
             root,
@@ -304,7 +306,7 @@ def _switch_job(rollback: bool) -> Callable[..., dict[str, Any]]:
             embedder,
             job_id,
             rollback=rollback,
-            source_embedder=_served(embedders, source),
+            source_embedder=None if reencode else _served(embedders, source),
         )
         return {"generation": gens.generation_of(target), "previous": gens.generation_of(source)}
 

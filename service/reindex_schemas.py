@@ -57,10 +57,16 @@ class ReindexRequest(BaseModel):
         "auto", description="auto: switch when built (and gated); manual: wait for POST /collections/{name}/promote"
     )
     gate: GateIn | None = Field(None, description="score both generations first; promote only if the new one holds")
+    reencode: bool = Field(
+        False,
+        description="encode every document, even where the new model encodes documents as the current one does and "
+        "the stored vectors would be copied",
+    )
 
     def spec(self) -> dict[str, Any]:
         return {
             "chunking": self.chunking.model_dump() if self.chunking else None,
             "promote": self.promote,
             "gate": self.gate.model_dump(exclude_none=True) if self.gate else None,
+            "reencode": self.reencode,
         }

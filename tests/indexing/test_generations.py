@@ -144,6 +144,18 @@ def test_a_new_query_side_copies_the_document_vectors_instead_of_encoding(
     assert stored_hashes(coll) == stored_hashes(gens.open_generation(root, 0))
 
 
+def test_reencode_encodes_every_document_through_the_promotion_too(
+    env: dict[str, Any], adapted_embedder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    encoded = _encoded_ids(monkeypatch)
+    job = env["jobs"].get(_reindex(env, adapted_embedder, promote="manual", reencode=True))
+    assert job.status == JobStatus.SUCCEEDED, job.error
+    assert job.result["documents"] == {"embedded": len(DOCS), "copied": 0} and len(encoded) == len(DOCS)
+    assert _job(env, JobKind.UPSERT, [{"id": "n1", "text": "written while it waits"}]) == JobStatus.SUCCEEDED
+    assert _job(env, JobKind.PROMOTE, [{"collection": "c"}]) == JobStatus.SUCCEEDED
+    assert encoded[-1] == "n1"  # the promotion's catch-up encoded it too
+
+
 def test_a_sharded_collection_copies_its_vectors_shard_by_shard(
     tmp_path: Path, tiny_embedder_dir: Path, adapted_embedder: Path
 ) -> None:
