@@ -2,7 +2,7 @@
 
 The copy a reindex starts with (indexing/gen_sync.py `sync`) is run twice from one collection into two fresh empty
 collections with the adapted model's settings: once as a reindex runs it (the document side is probed, found the
-same, and the stored vectors copied) and once with `copy_vectors=False` (every document encoded by the model as
+same, and the stored vectors copied) and once without a `VectorReuse` (every document encoded by the model as
 it serves). Reported: the seconds of each, their ratio, how close the copied vectors are to the encoded ones, and
 the test queries' dense NDCG@10 and top-10 overlap in both, searched with the model's query side. (Copied
 vectors are the collection's as it was ingested; encoded ones are what the serving form gives now. Where the
@@ -31,13 +31,14 @@ def _build(
 ) -> tuple[Any, float, Any]:
     from indexing.gen_sync import sync
     from indexing.store import CollectionStore
+    from indexing.vector_reuse import VectorReuse
 
     store = CollectionStore(root)
     settings = dataclasses.replace(source.settings, name=name, embedder=model, created_at=time.time())
     target = store.create(settings)
     t0 = time.perf_counter()
     with target.writer():
-        outcome = sync(source, target, embedder, source_embedder=source_embedder, copy_vectors=copy)
+        outcome = sync(source, target, embedder, reuse=VectorReuse(source_embedder) if copy else None)
     return store.get(name), time.perf_counter() - t0, outcome
 
 

@@ -22,7 +22,7 @@ from indexing.collection import Collection
 from indexing.context import commit_collection, context_for_generation, settle_drift
 from indexing.prepare import content_hash, prepare_documents, rewrite_if_only_metadata
 from indexing.shards import ShardedCollection
-from indexing.vector_reuse import copied_documents, same_document_side
+from indexing.vector_reuse import VectorReuse, copied_documents
 from models import Embedder
 
 PAGE = 256  # documents read, embedded and stored per step (a cancel or a kill loses at most one step)
@@ -90,13 +90,12 @@ def sync(
     should_stop: Callable[[], bool] = lambda: False,
     on_progress: Callable[[int, int], None] | None = None,
     commit: bool = True,
-    source_embedder: Embedder | None = None,
-    copy_vectors: bool = True,
+    reuse: VectorReuse | None = None,
 ) -> SyncOutcome:
     """Make the target hold the source's documents (see the module's doc), then publish the target when anything
     changed. The caller holds the target's writer lock. `on_progress(done, total)` counts source documents;
-    `source_embedder` is the source generation's embedder as served: where it and `embedder` encode documents
-    alike, the source's vectors are copied (`copy_vectors=False`, or no source embedder: every document encoded)."""
+    with `reuse`, the source's vectors are copied where its probe finds that `embedder` encodes documents as the
+    source's embedder does (no `reuse`: every document encoded)."""
     context = None
     if embedder.contextual:  # a CDE embedder: the target's own corpus context (a refresh samples a new one)
         if isinstance(target, ShardedCollection):
@@ -113,11 +112,7 @@ def sync(
         for store, ids in target.by_store(page):
             store.delete(ids)
         out.deleted += len(page)
-    copy = (
-        copy_vectors
-        and source_embedder is not None
-        and same_document_side(source_embedder, embedder, target, source, todo)
-    )
+    copy = reuse is not None and reuse.copies(embedder, target, source, todo)
     for page in _pages(todo):
         if should_stop():
             out.cancelled = True

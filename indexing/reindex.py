@@ -24,6 +24,7 @@ from indexing.gate import judged_set, ndcg_at_10
 from indexing.gen_sync import sync
 from indexing.jobs import TERMINAL, JobKind, JobNotFound, JobStatus, JobStore
 from indexing.store import CollectionStore
+from indexing.vector_reuse import VectorReuse
 from models import EmbedderCache
 
 log = logging.getLogger("vela.reindex")
@@ -110,6 +111,7 @@ def _reindex(
         if on_progress is not None:
             on_progress(done, total)
 
+    reuse = _vector_reuse(embedders, source, bool(spec.get("reencode")))
     t0 = time.monotonic()
     documents = {"embedded": 0, "copied": 0}  # encoded by the new embedder, or stored with the source's vectors
     for attempt in range(1 + CATCH_UP_PASSES):
@@ -121,7 +123,7 @@ def _reindex(
                 embedder,
                 should_stop=stop,
                 on_progress=progress if attempt == 0 else None,
-                source_embedder=None if spec.get("reencode") else _served(embedders, source),
+                reuse=reuse,
             )
         documents["embedded"] += outcome.embedded
         documents["copied"] += outcome.copied
@@ -156,8 +158,7 @@ def _reindex(
             gens.write_pointer(root, replace(gens.read_pointer(root), ready=True))
         result["promoted"] = False
         return result
-    copy_from = None if spec.get("reencode") else _served(embedders, source)
-    _switch(collections, root, source, target, embedder, job_id, rollback=False, source_embedder=copy_from)
+    _switch(collections, root, source, target, embedder, job_id, rollback=False, reuse=reuse)
     result["promoted"] = True
     return result
 
@@ -236,11 +237,13 @@ def _gate(
     }
 
 
-def _served(embedders: EmbedderCache, coll: Collection) -> Any:
-    """The embedder a generation's documents were encoded with, as served now; None if it cannot be loaded (a
-    removed model): then nothing is copied from that generation, every document is encoded."""
+def _vector_reuse(embedders: EmbedderCache, source: Collection, reencode: bool) -> VectorReuse | None:
+    """How a reindex from `source` may copy document vectors; None (every document encoded) when it was asked to
+    re-encode, or when the embedder the source was encoded with can no longer be loaded (a removed model)."""
+    if reencode:
+        return None
     try:
-        return embedders.get(coll.settings.embedder)
+        return VectorReuse(embedders.get(source.settings.embedder))
     except Exception as e:  # noqa: BLE001 - a copy is an optimisation: never the reason a reindex fails
         log.warning("current embedder not loadable: every document is encoded", extra={"error": str(e)})
         return None
@@ -255,7 +258,7 @@ def _switch(
     job_id: str,
     *,
     rollback: bool,
-    source_embedder: Any = None,
+    reuse: VectorReuse | None = None,
 ) -> None:
     """Make `target` the generation searches read, `source` the one kept. Under the generations lock and both
     writer locks (source, then target: one order everywhere), the last writes are caught up, the target is
@@ -265,7 +268,7 @@ def _switch(
         pointer = gens.read_pointer(root)
         if pointer.current != gens.generation_of(source):
             raise RuntimeError("the serving generation changed before the switch: run it again")
-        sync(source, target, embedder, source_embedder=source_embedder)
+        sync(source, target, embedder, reuse=reuse)
         old, new = gens.generation_of(source), gens.generation_of(target)
         if rollback:
             pointer = replace(pointer, current=new, previous=old, switched_by=job_id)
@@ -298,16 +301,8 @@ def _switch_job(rollback: bool) -> Callable[..., dict[str, Any]]:
         target = gens.open_generation(root, pointer.previous if rollback else pointer.building)  # type: ignore[arg-type]
         embedder = embedders.get(target.settings.embedder)
         reencode = not rollback and pointer.reencode  # the reindex that built it asked to encode everything
-        _switch(
-            collections,
-            root,
-            source,
-            target,
-            embedder,
-            job_id,
-            rollback=rollback,
-            source_embedder=None if reencode else _served(embedders, source),
-        )
+        reuse = _vector_reuse(embedders, source, reencode)
+        _switch(collections, root, source, target, embedder, job_id, rollback=rollback, reuse=reuse)
         return {"generation": gens.generation_of(target), "previous": gens.generation_of(source)}
 
     return run

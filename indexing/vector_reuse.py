@@ -78,6 +78,21 @@ def same_document_side(old: Embedder, new: Embedder, target: Collection, source:
     return same
 
 
+class VectorReuse:
+    """Whether a reindex copies the source generation's document vectors. Decided by one probe, on the first
+    documents the reindex has to write, and kept for its catch-up passes and its switch: the answer depends only on
+    the two embedders and the chunking, none of which changes within one reindex."""
+
+    def __init__(self, old: Embedder) -> None:
+        self.old = old  # the source generation's embedder, as served now
+        self._same: bool | None = None
+
+    def copies(self, new: Embedder, target: Collection, source: Collection, todo: list[str]) -> bool:
+        if self._same is None and todo:
+            self._same = same_document_side(self.old, new, target, source, todo)
+        return bool(self._same)
+
+
 def copied_documents(source: Collection, target: Collection, doc_ids: Sequence[str]) -> list[StoredDocument]:
     """The source's documents with their stored spans and vectors, hashed under the target's chunking."""
     out = []
