@@ -17,39 +17,16 @@ from typing import Any
 import faiss
 import numpy as np
 
+from indexing import segment_search as plan
 from indexing.bm25 import BM25Params
-from indexing.dense import exact_scores, search
 from indexing.filters import Node, Schema
-from indexing.live_segment import (
-    BlockData,
-    LiveSegment,
-    Searchable,
-    SegmentBlock,
-    blockable,
-    row_selector,
-    scan_rows,
-    search_params,
-)
+from indexing.live_segment import BlockData, LiveSegment, Searchable, SegmentBlock, blockable, row_selector
 from indexing.manifest import load_dead, read_manifest
 from indexing.postings import TermStats, score_segments
 from indexing.segment import Segment
+from indexing.segment_search import Lists, exact_top, prefix_top, search_target
 from models.cde.context import CorpusContext
-from models.embedder.modeling_embedder import truncate_embeddings
 
-Lists = list[tuple[np.ndarray, np.ndarray]]  # per query: (passage ids, scores), best first
-SCORE_SLACK = 1e-3  # FAISS's float32 inner products of unit vectors err by ~1e-6: a wide margin
-# The planner, as Qdrant's picks between a filtered graph walk and a scan by the filter's cardinality. An HNSW
-# segment's searched rows (live, and passing the filter) are scanned exactly when they are fewer than
-# EXACT_SCAN_SHARE of its rows, or fewer than the distances the walk would compute (about ef x the 2M
-# neighbours of a node on the graph's base layer): then the scan costs no more and misses nothing. Otherwise
-# the walk takes the filter as a selector, with a candidate list widened as the share falls (a filtered walk
-# visits more nodes per hit). FAISS scans only the passing rows (knn_inner_products_by_idx).
-# Measured on 100k MiniLM vectors (m 32, one thread): the scan of 5 % takes 0.27 ms; at 10 % the walk at ef 128
-# finds 99.2 % of the true top 10 in 0.34 ms, where a 201-deep list (hybrid) needs the scan: the walk at ef 402
-# finds 96.6 % of the fused top 10.
-EXACT_SCAN_SHARE = 0.06
-EF_WIDEN_BELOW = 0.1  # shares under this widen ef by 0.1 / share, at most EF_WIDEN_MAX times
-EF_WIDEN_MAX = 2.0
 SCAN_ROWS_KEPT = 50_000  # a narrowed segment keeps its passing row numbers up to this many (400 KB)
 SINGLE_THREAD_BELOW = 8  # queries per call under which FAISS runs on the calling thread only
 FILTER_CACHE = 64  # filters whose scopes a view keeps (about 2 bits a row each)
@@ -70,7 +47,7 @@ class Scope:
 def _narrow(x: Any, mask: np.ndarray) -> Any:
     selector, bits = row_selector(mask)
     n = int(mask.sum())
-    if isinstance(x, LiveSegment) and (n < EXACT_SCAN_SHARE * mask.shape[0] or n <= SCAN_ROWS_KEPT):
+    if isinstance(x, LiveSegment) and (n < plan.EXACT_SCAN_SHARE * mask.shape[0] or n <= SCAN_ROWS_KEPT):
         # the rows an exact scan will read, found once per cached filter rather than on every query
         return replace(x, live=mask, n_live=n, selector=selector, bits=bits, rows=np.flatnonzero(mask))
     return replace(x, live=mask, n_live=n, selector=selector, bits=bits)
@@ -226,95 +203,10 @@ class ShardView:
             faiss.omp_set_num_threads(1)
         if not small:
             targets = [t for t in scope.targets if t.n_live]
-            found = [self._search(t, t.full, q, min(f, t.n_live)) for t in targets]
-            return self._exact_top(targets, found, q, f)
+            found = [search_target(t, t.full, q, min(f, t.n_live)) for t in targets]
+            return exact_top(targets, found, q, f)
         parts = [p for p in scope.parts if p.n_live]
-        s = max(f * rescore_factor, f)
-        qs = truncate_embeddings(q, int(self.manifest["small_dim"]))  # (nq, small_dim)
-        found = [self._search(p, p.seg.small, qs, min(s, p.n_live)) for p in parts]
-        if rescore_factor == 0:
-            lists = [
-                [(p.seg.pids[r[r >= 0]], sc[r >= 0]) for r, sc in zip(rows, scores, strict=True)]
-                for p, (scores, rows) in zip(parts, found, strict=True)
-            ]
-            return _merge(lists, len(q), f)
-        # The shortlist is the top s of every segment's prefix scores together, as one index's would be.
-        tagged = []  # per segment, per query: ((segment, row) pairs, passage ids, prefix scores)
-        for i, (p, (scores, rows)) in enumerate(zip(parts, found, strict=True)):
-            per_q = []
-            for r, sc in zip(rows, scores, strict=True):
-                r = r[r >= 0]
-                per_q.append((np.stack([np.full(r.shape[0], i), r], 1), p.seg.pids[r], sc[: r.shape[0]]))
-            tagged.append(per_q)
-        out: Lists = []
-        for qi in range(len(q)):
-            where = np.concatenate([t[qi][0] for t in tagged]) if tagged else np.empty((0, 2), np.int64)
-            pids = np.concatenate([t[qi][1] for t in tagged]) if tagged else np.empty(0, np.int64)
-            sc = np.concatenate([t[qi][2] for t in tagged]) if tagged else np.empty(0, np.float32)
-            keep = np.lexsort((pids, -sc))[:s]
-            vecs = np.empty((keep.shape[0], q.shape[1]), np.float32)
-            for i, p in enumerate(parts):
-                mine = where[keep, 0] == i
-                if mine.any():
-                    vecs[mine] = p.seg.vectors(where[keep[mine], 1])
-            full = exact_scores(vecs[None], q[qi : qi + 1])[0]  # (s,)
-            order = np.lexsort((pids[keep], -full))[:f]
-            out.append((pids[keep][order], full[order]))
-        return out
-
-    @staticmethod
-    def _search(
-        p: LiveSegment | SegmentBlock, index: faiss.Index, q: np.ndarray, k: int
-    ) -> tuple[np.ndarray, np.ndarray]:
-        if p.selector is None:
-            return search(index, q, k)
-        hnsw = getattr(index, "hnsw", None)
-        if hnsw is not None:
-            share = p.n_live / max(len(p.pids), 1)
-            ef = int(max(k, hnsw.efSearch) * min(EF_WIDEN_MAX, max(1.0, EF_WIDEN_BELOW / share)))
-            if share < EXACT_SCAN_SHARE or p.n_live < ef * hnsw.nb_neighbors(0):  # the scan beats the walk
-                storage: Any = faiss.downcast_index(index.storage)  # type: ignore[attr-defined]
-                if isinstance(storage, faiss.IndexFlat) and storage.metric_type == faiss.METRIC_INNER_PRODUCT:
-                    rows = p.rows if isinstance(p, LiveSegment) and p.rows is not None else np.flatnonzero(p.live)
-                    return scan_rows(storage, q, rows, k)
-                # the prefix index's storage is fp16 scalar-quantised: a scan with the selector
-                return storage.search(q, k, params=search_params(storage, p.selector, k))  # type: ignore[no-any-return]
-            return index.search(q, k, params=search_params(index, p.selector, ef))  # type: ignore[call-arg,no-any-return]
-        return index.search(q, k, params=p.params(index, k))  # type: ignore[call-arg,no-any-return]
-
-    @staticmethod
-    def _exact_top(
-        parts: Sequence[Searchable], found: list[tuple[np.ndarray, np.ndarray]], q: np.ndarray, f: int
-    ) -> Lists:
-        """Per query, the top f of every segment's candidates by exact float64 cosine. Only candidates whose
-        FAISS score comes within SCORE_SLACK of the f-th best are rescored: FAISS's float32 scores are off by
-        far less than that, so no candidate of the exact top f is skipped, and ten segments rescore about as
-        many rows as one."""
-        out: Lists = []
-        for qi in range(q.shape[0]):
-            seg_of, rows_l, approx_l = [], [], []
-            for i, (scores, rows) in enumerate(found):
-                r = rows[qi]
-                ok = r >= 0  # HNSW answers -1 where it found fewer rows than asked
-                seg_of.append(np.full(int(ok.sum()), i))
-                rows_l.append(r[ok])
-                approx_l.append(scores[qi][ok])
-            seg = np.concatenate(seg_of) if seg_of else np.empty(0, np.int64)
-            rows = np.concatenate(rows_l) if rows_l else np.empty(0, np.int64)
-            approx = np.concatenate(approx_l) if approx_l else np.empty(0, np.float32)
-            if approx.shape[0] > f:
-                keep = approx >= np.partition(approx, -f)[-f] - SCORE_SLACK
-                seg, rows = seg[keep], rows[keep]
-            pids = np.empty(rows.shape[0], np.int64)
-            exact = np.empty(rows.shape[0], np.float32)
-            for i in np.unique(seg).tolist():
-                mine = seg == i
-                p = parts[i]
-                pids[mine] = p.pids[rows[mine]]
-                exact[mine] = exact_scores(p.vectors(rows[mine])[None], q[qi : qi + 1])[0]
-            order = np.lexsort((pids, -exact))[:f]
-            out.append((pids[order], exact[order]))
-        return out
+        return prefix_top(parts, q, f, rescore_factor, int(self.manifest["small_dim"]))
 
     def bm25(
         self, queries: Sequence[list[str]], stats: TermStats, scope: Scope | None = None, cut: int | None = None
@@ -342,14 +234,3 @@ class ShardView:
         if self._doc_of is not None:
             return self._doc_of[pids]  # type: ignore[no-any-return]
         return self._docs[np.searchsorted(self._pids, pids)]  # type: ignore[no-any-return]
-
-
-def _merge(per_segment: Sequence[Lists], nq: int, f: int | None) -> Lists:
-    """Per query: the segments' lists merged by (score desc, passage id), cut to f (None: all)."""
-    out = []
-    for qi in range(nq):
-        pids = np.concatenate([s[qi][0] for s in per_segment]) if per_segment else np.empty(0, np.int64)
-        scores = np.concatenate([s[qi][1] for s in per_segment]) if per_segment else np.empty(0, np.float32)
-        order = np.lexsort((pids, -scores))[:f]
-        out.append((pids[order], scores[order]))
-    return out

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from indexing import shard_view
+from indexing import segment_search
 from indexing.collection import Collection, CollectionSettings
 from indexing.dense import DenseIndexParams
 from indexing.docstore import StoredDocument
@@ -122,7 +122,7 @@ def test_filtered_search_is_brute_force_over_the_passing_passages(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shards: int, kind: str, scan_share: float | None
 ) -> None:
     if scan_share is not None:  # every filtered HNSW search takes the planner's exact scan of the passing rows
-        monkeypatch.setattr(shard_view, "EXACT_SCAN_SHARE", scan_share)
+        monkeypatch.setattr(segment_search, "EXACT_SCAN_SHARE", scan_share)
     coll = _build(tmp_path, shards, kind)
     fanout = LocalFanout()
     schema = Schema.from_json(SCHEMA)
