@@ -45,7 +45,6 @@ def _build(
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from indexing.engine import search as engine_search
     from indexing.ranking import RankRequest
-    from indexing.vector_reuse import stored_documents
     from service.settings import Settings
     from service.state import build_state
     from velaio.beir import read_qrels, read_queries
@@ -60,7 +59,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         copied, copy_s, copy_out = _build(source, Path(tmp), "copied", embedder, source_embedder, model, True)
         encoded, encode_s, encode_out = _build(source, Path(tmp), "encoded", embedder, source_embedder, model, False)
         ids = [d for shard in source.shard_list for d in shard.docstore.document_ids()]
-        a, b = stored_documents(copied, ids), stored_documents(encoded, ids)
+        a, b = copied.stored_documents(ids), encoded.stored_documents(ids)
         va = np.concatenate([a[d].embeddings for d in ids])  # (P, d)
         vb = np.concatenate([b[d].embeddings for d in ids])  # (P, d)
         cos = (va * vb).sum(1) / (np.linalg.norm(va, axis=1) * np.linalg.norm(vb, axis=1))  # (P,)

@@ -11,7 +11,7 @@ import shutil
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,8 @@ from indexing.collection_settings import (  # noqa: F401  (re-exported: the coll
     load_settings,
     validate_name,
 )
-from indexing.docstore import DocStore, DocumentRecord, PassageHit
+from indexing.collection_stats import collection_stats
+from indexing.docstore import DocStore, DocumentRecord, PassageHit, StoredDocument
 from indexing.engine import LOCAL_FANOUT, LocalFanout, ShardRef
 from indexing.manifest import CURRENT, ManifestError, current_manifest, current_version
 from indexing.merge_policy import TieredMergePolicy
@@ -147,6 +148,13 @@ class Collection:
             store = self.store_of(doc_id)
             groups.setdefault(id(store), (store, []))[1].append(doc_id)
         return list(groups.values())
+
+    def stored_documents(self, doc_ids: Sequence[str]) -> dict[str, StoredDocument]:
+        """The stored documents among `doc_ids` with their passages' spans and vectors, over every shard."""
+        out: dict[str, StoredDocument] = {}
+        for store, ids in self.by_store(doc_ids):
+            out.update(store.stored_documents(ids))
+        return out
 
     def documents(self, doc_ids: Sequence[str]) -> dict[str, DocumentRecord]:
         """The stored documents among `doc_ids` (without passages), from whichever shard holds each."""
@@ -268,59 +276,14 @@ class Collection:
         go with the manifest before last), and then the facts are read again."""
         for attempt in range(3):
             try:
-                return self._stats()
+                return collection_stats(self)
             except (ManifestError, OSError):
                 if attempt == 2:
                     raise
         raise AssertionError("unreachable")
 
-    def _stats(self) -> dict[str, Any]:
-        docs = passages = 0
-        for shard in self.shard_list:
-            d, p = shard.docstore.counts()
-            docs, passages = docs + d, passages + p
-        versions = self.published_versions()
-        manifests = [current_manifest(s.segments_dir) or {"segments": []} for s in self.shard_list]
-        segs = [e for m in manifests for e in m["segments"]]
-        sizes = [
-            sum(f.stat().st_size for f in (s.segments_dir / e["name"]).rglob("*") if f.is_file())
-            for s, m in zip(self.shard_list, manifests, strict=True)
-            for e in m["segments"]
-        ]
-        kinds = sorted(
-            {
-                json.loads((s.segments_dir / e["name"] / "segment.json").read_text())["dense"]["kind"]
-                for s, m in zip(self.shard_list, manifests, strict=True)
-                for e in m["segments"]
-            }
-        )
-        out = {
-            "name": self.name,
-            "documents": docs,
-            "passages": passages,
-            "embedder": self.settings.embedder,
-            "dims": {"full": self.settings.dim, "small": min(self.settings.small_dim, self.settings.dim)},
-            "index": {
-                "version": versions[0] if len(versions) == 1 else int(self._set_generation()),
-                "passages": sum(int(e["rows"]) - int(e["dead"]) for e in segs),
-                "bytes": sum(sizes),
-                "segments": len(segs),
-                "deleted_rows": sum(int(e["dead"]) for e in segs),
-                "bm25": self.settings.bm25.to_json(),
-                # What was built ("flat" or "hnsw", per segment) and the settings that chose it.
-                "dense": {
-                    "kind": kinds[0] if len(kinds) == 1 else (kinds or ["flat"]),
-                    "settings": self.settings.dense_index.to_json(),
-                },
-            },
-            "chunking": asdict(self.settings.chunking),
-            "created_at": self.settings.created_at,
-            "schema": self.settings.schema,
-            "fusion": self.settings.fusion,
-        }
-        return out
-
-    def _set_generation(self) -> int:
+    def published_set_generation(self) -> int:
+        """The generation of the shard set searches read (a sharded collection's; one shard has none: 0)."""
         return 0
 
     def close(self) -> None:

@@ -131,7 +131,7 @@ class ShardedCollection(Collection):
     def pointer_file(self) -> Path:
         return self.segments_dir / POINTER
 
-    def _set_generation(self) -> int:
+    def published_set_generation(self) -> int:
         return int(self.pointer()["generation"])
 
     def query_context(self, fanout: Any) -> CorpusContext | None:

@@ -36,14 +36,6 @@ MAX_PROBE_PASSAGES = 64
 MIN_COSINE = 0.9999
 
 
-def stored_documents(coll: Collection, doc_ids: Sequence[str]) -> dict[str, StoredDocument]:
-    """The stored documents among `doc_ids`, with their passages' spans and vectors, over every shard."""
-    out: dict[str, StoredDocument] = {}
-    for store, ids in coll.by_store(doc_ids):
-        out.update(store.stored_documents(ids))
-    return out
-
-
 def _sample(ids: list[str]) -> list[str]:
     ids = sorted(ids)
     step = max(1, len(ids) // PROBE_DOCUMENTS)
@@ -57,7 +49,7 @@ def same_document_side(old: Embedder, new: Embedder, target: Collection, source:
         return False
     if old.dim != new.dim:
         return False
-    docs = stored_documents(source, _sample(todo))
+    docs = source.stored_documents(_sample(todo))
     if not docs:
         return False
     tokenizer, lock = chunking_tokenizer(new)
@@ -96,7 +88,7 @@ class VectorReuse:
 def copied_documents(source: Collection, target: Collection, doc_ids: Sequence[str]) -> list[StoredDocument]:
     """The source's documents with their stored spans and vectors, hashed under the target's chunking."""
     out = []
-    for d in stored_documents(source, doc_ids).values():
+    for d in source.stored_documents(doc_ids).values():
         doc = {"title": d.title, "text": d.text, "metadata": d.metadata}
         out.append(
             StoredDocument(

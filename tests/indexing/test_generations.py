@@ -10,7 +10,6 @@ import pytest
 
 import indexing.gen_sync as gen_sync
 from indexing import generations as gens
-from indexing import vector_reuse
 from indexing.chunking import ChunkingParams
 from indexing.collection import CollectionSettings
 from indexing.engine import LOCAL_FANOUT
@@ -172,7 +171,7 @@ def test_a_sharded_collection_copies_its_vectors_shard_by_shard(
         len(s.docstore.document_ids()) for s in old.shard_list
     ]
     ids = [d["id"] for d in DOCS]
-    a, b = vector_reuse.stored_documents(old, ids), vector_reuse.stored_documents(new, ids)
+    a, b = old.stored_documents(ids), new.stored_documents(ids)
     assert all(np.array_equal(a[i].embeddings, b[i].embeddings) for i in ids)
 
 
