@@ -80,12 +80,16 @@ UNREGISTERED = "unregistered"  # a collection's model that no name reaches (e.g.
 
 def public_model_name(*, settings: Settings, stored: str) -> str:
     """The name clients know a collection's model by. A collection's settings keep what the model caches load
-    (a built-in name, or a folder on the server); responses show a built-in or registered name, never a path."""
+    (a built-in name, or a folder on the server); responses show a built-in or registered name, never a path.
+
+    The name is one a request can use to mean the same model: `default` only for the packaged MiniLM, which is what
+    `default` in a request loads. A folder the server was configured with (VELA_EMBEDDER) that is not in the
+    registry is `unregistered`: calling it `default` would have a reindex to `default` change the model."""
     if stored in BUILTIN_NAMES:
         return stored
-    if stored == settings.embedder or Path(stored) == packaged_minilm_dir():
-        return BUILTIN_NAME  # the server's default embedder, whatever folder it was configured as
     path = Path(stored)
+    if path == packaged_minilm_dir():
+        return BUILTIN_NAME
     if path.parent == registry(settings).root and is_model_name(path.name):
         return path.name
     return UNREGISTERED

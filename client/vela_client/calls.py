@@ -24,6 +24,7 @@ from vela_client.models import (
     Dim,
     Document,
     DocumentPage,
+    Fusion,
     Health,
     Job,
     JobAccepted,
@@ -40,6 +41,7 @@ from vela_client.routes import Call
 M = TypeVar("M", bound=BaseModel)
 DocumentLike = Document | Mapping[str, Any]
 RerankLike = Rerank | Mapping[str, Any]
+FusionLike = Fusion | Mapping[str, Any]
 
 
 def _checked(response: httpx.Response) -> httpx.Response:
@@ -140,8 +142,11 @@ def reindex(
     chunking: Mapping[str, int] | None,
     promote: str,
     gate: Mapping[str, Any] | None,
+    reencode: bool = False,
 ) -> Call[JobAccepted]:
     body = _set(embedder=embedder, chunking=dict(chunking) if chunking else None, promote=promote)
+    if reencode:
+        body["reencode"] = True
     if gate is not None:
         body["gate"] = dict(gate)
     return routes.REINDEX.call(_model(JobAccepted), json=body, name=collection)
@@ -181,6 +186,7 @@ class SearchOptions(TypedDict, total=False):
     group_by_doc: bool
     rescore: bool
     rerank: RerankLike
+    fusion: FusionLike
     filter: Mapping[str, Any]
     offset: int
 

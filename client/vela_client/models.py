@@ -78,6 +78,8 @@ class Collection(_Response):
     chunking: dict[str, int]
     created_at: float
     shards: int = 1
+    schema_: dict[str, Any] = Field(default_factory=dict, alias="schema")  # declared metadata fields, strictness
+    fusion: dict[str, Any] = Field(default_factory=dict)  # how hybrid searches fuse by default, and how chosen
     generations: dict[str, Any] | None = None  # current, previous (kept for rollback) and building
 
 
@@ -203,3 +205,12 @@ class Rerank(BaseModel):
     top_n: int | None = None
     max_ms: float | None = None
     weight: float | None = None
+
+
+class Fusion(BaseModel):
+    """How a hybrid search fuses its dense and BM25 lists; unset: the collection's own choice ("auto")."""
+
+    model_config = ConfigDict(extra="forbid")
+    method: str = "auto"  # auto, rrf, convex, dense or bm25
+    alpha: float | None = None  # dense's share (convex weight; rrf: weights 2a and 2(1 - a))
+    normalization: str | None = None  # convex: minmax, zscore or dbsf

@@ -296,14 +296,17 @@ class VelaClient:
         chunking: Mapping[str, int] | None = None,
         promote: Literal["auto", "manual"] = "auto",
         gate: Mapping[str, Any] | None = None,
+        reencode: bool = False,
         wait: bool = False,
         on_progress: ProgressCallback | None = None,
         timeout: float | None = None,
     ) -> JobAccepted | Job:
         """Build a new generation of the collection with another embedder (a registry name) while it serves;
         promoted when built (and gated: {"dataset" | "queries" + "qrels", "mode", "tolerance"}), or waiting for
-        `promote` with promote="manual". The job's `result` has the gate's NDCG@10 figures."""
-        accepted = self._send(calls.reindex(collection, embedder, chunking, promote, gate))
+        `promote` with promote="manual". A model that encodes documents as the current one does (a `vela adapt`
+        model) gets the stored vectors copied; reencode=True encodes every document regardless. The job's `result`
+        has the gate's NDCG@10 figures and how many documents were embedded or copied."""
+        accepted = self._send(calls.reindex(collection, embedder, chunking, promote, gate, reencode))
         return self._maybe_wait(accepted, wait, on_progress, timeout)
 
     def promote(

@@ -12,6 +12,7 @@ from vela_client import (
     Conflict,
     Document,
     DocumentLike,
+    Fusion,
     Hit,
     InvalidRequest,
     Job,
@@ -120,6 +121,32 @@ def test_every_search_option_reaches_the_server(client: VelaClient, cities: str)
     with pytest.raises(InvalidRequest) as err:
         client.search(cities, "capital", rerank={"top_n": 0})
     assert err.value.code == "invalid_request" and "top_n" in err.value.message
+    # fusion: a model or a dict; one list alone ranks as that list does
+    for fusion in (Fusion(method="bm25"), {"method": "bm25"}):
+        fused = client.search(cities, "capital of France", k=1, fusion=fusion)
+        assert fused.hits[0].id == "paris" and fused.hits[0].ranks.bm25 == 1
+    with pytest.raises(InvalidRequest) as err:
+        client.search(cities, "capital", fusion={"method": "auto", "alpha": 0.5})
+    assert "alpha" in err.value.message
+
+
+def test_reindex_copies_or_encodes_the_document_vectors(client: VelaClient, unique: Callable[[str], str]) -> None:
+    name = unique("reindexed")
+    assert client.index(name, DOCS, wait=True).status == "succeeded"
+    # The test server's own embedder is a folder outside the registry: no request can name it.
+    assert client.get_collection(name).embedder == "unregistered"
+    moved = client.reindex(name, "default", wait=True)  # the packaged MiniLM: another model, every document encoded
+    assert isinstance(moved, Job) and moved.status == "succeeded", moved.error
+    assert moved.result is not None and moved.result["documents"] == {"embedded": len(DOCS), "copied": 0}
+    copied = client.reindex(name, "default", wait=True)  # the same model: the stored vectors are copied
+    assert copied.result is not None and copied.result["documents"] == {"embedded": 0, "copied": len(DOCS)}
+    encoded = client.reindex(name, "default", reencode=True, wait=True)
+    assert encoded.result is not None and encoded.result["documents"] == {"embedded": len(DOCS), "copied": 0}
+    coll = client.get_collection(name)
+    assert coll.embedder == "default" and coll.dims["full"] == 384
+    assert coll.generations is not None and coll.generations["current"]["generation"] == 3
+    assert "method" in coll.fusion and coll.schema_ == {"fields": {}, "strict": False}
+    assert client.search(name, "capital of France", k=1, mode="bm25").hits[0].id == "paris"
 
 
 def test_search_errors(client: VelaClient, cities: str) -> None:

@@ -1,0 +1,50 @@
+"""The client keeps up with the API's schemas: a search option, reindex parameter or response field the server has
+and the client lacks fails here (add it to vela_client/models.py or calls.py and both clients)."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+from pydantic import BaseModel
+from vela_client import AsyncVelaClient, VelaClient, models
+from vela_client.calls import SearchOptions
+
+from service import document_schemas, reindex_schemas, schemas
+
+
+def _fields(model: type[BaseModel]) -> set[str]:
+    return {f.alias or name for name, f in model.model_fields.items()}
+
+
+def test_every_search_option_is_a_client_keyword() -> None:
+    assert _fields(schemas.SearchOptions) - {"collection"} == set(SearchOptions.__annotations__)
+
+
+@pytest.mark.parametrize(
+    ("client", "server"),
+    [
+        (models.Collection, schemas.CollectionOut),
+        (models.Job, schemas.JobOut),
+        (models.JobAccepted, schemas.JobAccepted),
+        (models.Hit, schemas.HitOut),
+        (models.Ranks, schemas.Ranks),
+        (models.PassageRef, schemas.PassageRef),
+        (models.RerankInfo, schemas.RerankInfo),
+        (models.SearchResponse, schemas.SearchResponse),
+        (models.BatchSearchResponse, schemas.BatchSearchResponse),
+        (models.StoredDocument, document_schemas.StoredDocumentOut),
+        (models.DocumentPage, document_schemas.ScrollResponse),
+        (models.Rerank, schemas.RerankOptions),
+        (models.Fusion, schemas.FusionOptions),
+        (models.Document, schemas.Document),
+    ],
+)
+def test_client_models_have_every_server_field(client: type[BaseModel], server: type[BaseModel]) -> None:
+    assert _fields(server) - _fields(client) == set()
+
+
+@pytest.mark.parametrize("cls", [VelaClient, AsyncVelaClient])
+def test_reindex_takes_every_request_field(cls: type) -> None:
+    params = set(inspect.signature(cls.reindex).parameters)
+    assert _fields(reindex_schemas.ReindexRequest) - params == set()
