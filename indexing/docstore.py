@@ -34,11 +34,16 @@ class DocStore(DocStoreReads):
         self.path = path
         self._local = threading.local()
         init_sqlite(path, _init_schema)
+        self._inode = path.stat().st_ino
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             conn = connect_sqlite(self.path, foreign_keys=True)
+            if self.path.stat().st_ino != self._inode:
+                # The collection was deleted and one of its name made again: that store is not this one's.
+                conn.close()
+                raise sqlite3.OperationalError(f"document store {self.path} was deleted")
             self._local.conn = conn
         return conn
 

@@ -101,6 +101,11 @@ def run_job(
         jobs.finish(job_id, JobStatus.CANCELLED, error=f"collection {job.collection!r} was deleted")
         return JobStatus.CANCELLED
     except Exception as exc:
+        if jobs.cancel_requested(job_id) and not collections.is_collection(job.collection):
+            # Deleted while the job ran: its files went from under it. Cancelled, as the delete asked.
+            log.info("job stopped: collection deleted", extra={"job_id": job_id, "error": str(exc)})
+            jobs.finish(job_id, JobStatus.CANCELLED, error=f"collection {job.collection!r} was deleted")
+            return JobStatus.CANCELLED
         log.exception("job failed", extra={"job_id": job_id, "collection": job.collection})
         jobs.finish(job_id, JobStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
         return JobStatus.FAILED

@@ -125,19 +125,39 @@ class JobStore:
 
     def create(self, *, collection: str, kind: JobKind, payload: list[Any]) -> Job:
         job_id = uuid.uuid4().hex
-        self._conn().execute(
-            "INSERT INTO jobs(id, collection, kind, status, total, payload, created_at) VALUES (?,?,?,?,?,?,?)",
-            (
-                job_id,
-                collection,
-                kind.value,
-                JobStatus.QUEUED.value,
-                len(payload),
-                json.dumps(payload),
-                time.time(),
-            ),
-        )
+        self._conn().execute(*self._insert(job_id, collection, kind, payload))
         return self.get(job_id)
+
+    def create_unless_unfinished(
+        self, *, collection: str, kind: JobKind, payload: list[Any], kinds: frozenset[JobKind]
+    ) -> Job | str:
+        """Create the job unless a job of one of `kinds` on the collection is queued or running: then that job's
+        id. One transaction, so that of two requests sent together (from any processes) only one gets a job."""
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            marks = ",".join("?" * len(kinds))
+            row = conn.execute(
+                f"SELECT id FROM jobs WHERE collection = ? AND kind IN ({marks}) AND status IN (?, ?) "
+                "ORDER BY created_at LIMIT 1",
+                (collection, *sorted(k.value for k in kinds), JobStatus.QUEUED.value, JobStatus.RUNNING.value),
+            ).fetchone()
+            if row is not None:
+                conn.execute("COMMIT")
+                return str(row[0])
+            job_id = uuid.uuid4().hex
+            conn.execute(*self._insert(job_id, collection, kind, payload))
+            conn.execute("COMMIT")
+        except BaseException:
+            rollback(conn)
+            raise
+        return self.get(job_id)
+
+    @staticmethod
+    def _insert(job_id: str, collection: str, kind: JobKind, payload: list[Any]) -> tuple[str, tuple[Any, ...]]:
+        sql = "INSERT INTO jobs(id, collection, kind, status, total, payload, created_at) VALUES (?,?,?,?,?,?,?)"
+        status, body = JobStatus.QUEUED.value, json.dumps(payload)
+        return sql, (job_id, collection, kind.value, status, len(payload), body, time.time())
 
     def get(self, job_id: str) -> Job:
         row = (

@@ -56,7 +56,7 @@ class ShardWriter:
     @contextmanager
     def _publishing(self) -> Iterator[None]:
         """One publisher at a time: threads of this process, and other processes."""
-        self.dir.mkdir(parents=True, exist_ok=True)
+        self.dir.mkdir(exist_ok=True)  # not its parents: a collection deleted meanwhile is not made again
         with _thread_lock(str(self.dir)), file_lock(self.dir / "publish.lock"):
             yield
 
@@ -145,7 +145,7 @@ class ShardWriter:
         """Merge once if the policy finds segments to merge; False when there is nothing to do or another
         merge runs on this shard. Safe to kill at any point (the next commit removes what it left)."""
         policy = policy or TieredMergePolicy()
-        self.dir.mkdir(parents=True, exist_ok=True)
+        self.dir.mkdir(exist_ok=True)
         with try_file_lock(self.dir / "merge.lock") as ours:
             if not ours:
                 return False

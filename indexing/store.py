@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import shutil
@@ -210,6 +211,8 @@ class CollectionStore:
             if (root / SETTINGS_FILE).is_file():
                 _same_embedder(root, settings)
                 return self._get_locked(settings.name)
+            if root.exists():  # no settings: what a job or merge left of a deleted collection, never a collection
+                shutil.rmtree(self._to_trash(root), ignore_errors=True)
             # Build it aside and rename it into place, so a half-created collection is never seen.
             tmp = self.root / f".new-{uuid.uuid4().hex}"
             tmp.mkdir(parents=True)
@@ -238,8 +241,14 @@ class CollectionStore:
             self._inode.pop(coll.name, None)
             # Rename first: the collection disappears at once, the files go after (every generation with it).
             root = self.root / coll.name
-            trash = self.root.parent / "trash" / f"{coll.name}-{uuid.uuid4().hex}"
-            trash.parent.mkdir(parents=True, exist_ok=True)
             (root / SETTINGS_FILE).rename(root / f"{SETTINGS_FILE}.deleted")
-            root.rename(trash)
+            trash = self._to_trash(root)
         shutil.rmtree(trash, ignore_errors=True)
+
+    def _to_trash(self, root: Path) -> Path:
+        """Move a collection's directory out of the way at once (a rename); the caller deletes the files after."""
+        trash = self.root.parent / "trash" / f"{root.name}-{uuid.uuid4().hex}"
+        trash.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):  # another process moved it first
+            root.rename(trash)
+        return trash

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator
 
 from service.filter_schema import FilterField, FilterJson
-from service.schemas import REQUEST_CONFIG, response_metadata
+from service.schemas import REQUEST_CONFIG, UnicodeBody, response_metadata
 
 MAX_SCROLL_LIMIT = 1000
 
@@ -47,7 +47,7 @@ class ScrollResponse(BaseModel):
     )
 
 
-class PatchRequest(BaseModel):
+class PatchRequest(UnicodeBody):
     model_config = REQUEST_CONFIG
     metadata: dict[str, Any] = Field(
         ...,
@@ -57,7 +57,7 @@ class PatchRequest(BaseModel):
     mode: Literal["merge", "replace"] = Field("merge", description="merge (a shallow update) or replace")
 
 
-class CountRequest(BaseModel):
+class CountRequest(UnicodeBody):
     model_config = REQUEST_CONFIG
     filter: FilterJson = FilterField
 

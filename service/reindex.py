@@ -8,7 +8,7 @@ from typing import Any
 from indexing import generations as gens
 from indexing.collection import CollectionConflict
 from indexing.gate import UnknownDataset, dataset_dir
-from indexing.jobs import TERMINAL, Job, JobKind, JobNotFound
+from indexing.jobs import GENERATION_KINDS, TERMINAL, Job, JobKind, JobNotFound
 from service.model_registry import request_model
 from service.state import AppState
 
@@ -47,7 +47,12 @@ def reindex_spec(*, state: AppState, collection: str, embedder: str, options: di
 def submit_reindex(*, state: AppState, collection: str, embedder: str, options: dict[str, Any]) -> Job:
     """Check the request (reindex_spec), record the job, queue it."""
     spec = reindex_spec(state=state, collection=collection, embedder=embedder, options=options)
-    job = state.jobs.create(collection=spec["collection"], kind=JobKind.REINDEX, payload=[spec])
+    job = state.jobs.create_unless_unfinished(
+        collection=spec["collection"], kind=JobKind.REINDEX, payload=[spec], kinds=GENERATION_KINDS
+    )
+    if isinstance(job, str):  # one sent just before is queued (the pointer names it only once it runs)
+        name = spec["collection"]
+        raise CollectionConflict(f"collection {name!r} is being reindexed by job {job}: wait or cancel it")
     state.queue.submit(job.id)
     return job
 

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from service.schemas import REQUEST_CONFIG
+from service.schemas import REQUEST_CONFIG, UnicodeBody
 
 MAX_GATE_QUERIES = 10_000
 
@@ -48,7 +48,7 @@ class GateIn(BaseModel):
         return self
 
 
-class ReindexRequest(BaseModel):
+class ReindexRequest(UnicodeBody):
     model_config = REQUEST_CONFIG
     # No length or pattern here: every value that is not a registered name gets the one unknown_model error.
     embedder: str = Field(..., description="the new generation's embedder: a registry name (GET /models)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections import Counter
@@ -32,6 +33,41 @@ def _not_blank(v: str, what: str) -> str:
     return v
 
 
+def lone_surrogate_at(value: Any) -> str | None:
+    """Where a parsed JSON value holds a string that is not Unicode text: a lone UTF-16 surrogate, which JSON's
+    `\\ud800`-`\\udfff` escapes can spell but UTF-8 cannot encode (it would fail later, in the tokenizer or the
+    store). None when there is none; the check is one C-speed dump, and only a failure walks the value."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode()
+        return None
+    except (UnicodeEncodeError, TypeError, ValueError):  # or not plain JSON (a model built in Python): walk it
+        pass
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        v, path = stack.pop()
+        if isinstance(v, str):
+            if not v.isascii() and any(0xD800 <= ord(c) <= 0xDFFF for c in v):
+                return path
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                stack.extend([(k, f"{path}.{k!r}" if path else repr(k)), (x, f"{path}.{k}" if path else str(k))])
+        elif isinstance(v, list):
+            stack.extend((x, f"{path}.{i}" if path else str(i)) for i, x in enumerate(v))
+    return None
+
+
+class UnicodeBody(BaseModel):
+    """A request body whose every string (metadata keys and values included) is Unicode text."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unicode_only(cls, data: Any) -> Any:
+        where = lone_surrogate_at(data)
+        if where is not None:
+            raise ValueError(f"{where}: not Unicode text (a lone UTF-16 surrogate, such as \\udc00)")
+        return data
+
+
 CollectionName = Field(
     ..., min_length=1, max_length=64, pattern=NAME_RE.pattern, examples=["scifact"], description="collection name"
 )
@@ -56,7 +92,7 @@ class Document(BaseModel):
         return _not_blank(v, "document text")
 
 
-class CollectionSchema(BaseModel):
+class CollectionSchema(UnicodeBody):
     model_config = REQUEST_CONFIG
     fields: dict[
         Annotated[str, Field(min_length=1, max_length=256)],
@@ -70,7 +106,7 @@ class CollectionSchema(BaseModel):
     strict: bool = Field(False, description="filters may name declared fields only")
 
 
-class IndexRequest(BaseModel):
+class IndexRequest(UnicodeBody):
     model_config = REQUEST_CONFIG
     collection: str = CollectionName
     documents: list[Document] = Field(..., min_length=1)
@@ -175,7 +211,7 @@ class FusionOptions(BaseModel):
         return self
 
 
-class SearchOptions(BaseModel):
+class SearchOptions(UnicodeBody):
     model_config = REQUEST_CONFIG
     collection: str = CollectionName
     k: int = Field(10, ge=1, le=1000, description="hits to return")

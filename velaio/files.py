@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import quote
 
 BUSY_TIMEOUT_S = 60.0
 
@@ -89,8 +90,12 @@ def init_sqlite(path: Path, init: Callable[[sqlite3.Connection], None]) -> None:
 
 
 def connect_sqlite(path: Path, *, foreign_keys: bool = False) -> sqlite3.Connection:
-    """A connection to a database made by init_sqlite (WAL; NORMAL sync is durable across process crashes)."""
-    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+    """A connection to a database made by init_sqlite (WAL; NORMAL sync is durable across process crashes).
+
+    It opens the file read-write and never creates it (SQLite's `mode=rw`): a thread still working on a collection
+    that was deleted meanwhile gets an error, instead of leaving an empty database where the collection was."""
+    uri = f"file:{quote(os.fspath(path))}?mode=rw"
+    conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
     conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
     conn.execute("PRAGMA synchronous=NORMAL")
     if foreign_keys:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -75,6 +76,51 @@ def test_delete_job_and_deleted_collection(
     assert coll.docstore.counts()[0] == 2
     store.delete("c1")
     assert _run(store, jobs, embedders, DOCS[:1]) == JobStatus.CANCELLED
+
+
+def test_a_collection_deleted_while_its_job_runs_can_be_made_again(
+    store: CollectionStore, settings: CollectionSettings, embedders: EmbedderCache, tmp_path: Path
+) -> None:
+    """A delete waits for the running job's batch and cancels the rest; what the job does after it (its merge and
+    fusion work, started in the background) must not make files where the collection was: a new collection of
+    that name is made as if there had never been one."""
+    import threading
+
+    from indexing import ingest
+    from indexing.merger import wait_background
+
+    store.create(settings)
+    jobs = JobStore(tmp_path / "jobs.sqlite3")
+    deleted = threading.Event()
+    real_after_commit = ingest.after_commit
+
+    def after_commit_once_deleted(*args: Any) -> None:
+        assert deleted.wait(30)
+        real_after_commit(*args)
+
+    job = jobs.create(collection="c1", kind=JobKind.UPSERT, payload=DOCS)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ingest, "after_commit", after_commit_once_deleted)
+        status: list[JobStatus] = []
+        runner = threading.Thread(
+            target=lambda: status.append(
+                run_job(job_id=job.id, jobs=jobs, collections=store, embedders=embedders, batch_size=4)
+            )
+        )
+        jobs.start(job.id)
+        jobs.cancel_collection("c1")  # what DELETE /collections/{name} does first
+        runner.start()
+        store.delete("c1")  # waits for the job's writer lock
+        deleted.set()
+        runner.join(60)
+    assert wait_background(60)
+    assert status == [JobStatus.CANCELLED]
+    assert not (tmp_path / "collections" / "c1").exists()
+    assert store.create(settings).docstore.counts() == (0, 0)
+    # Leftovers from before this was mended (a directory without settings) do not block the name either.
+    store.delete("c1")
+    (tmp_path / "collections" / "c1" / "segments").mkdir(parents=True)
+    assert store.create(settings).docstore.counts() == (0, 0)
 
 
 def test_truncated_segment_file_is_detected_and_rebuilt(

@@ -114,6 +114,47 @@ def test_bad_documents_are_422(small: httpx.Client, doc: dict, needle: str) -> N
     assert r.status_code == 422 and needle in r.json()["error"]["message"]
 
 
+SURROGATE = '"\\udc00 tides"'  # JSON can spell a lone UTF-16 surrogate; it is not Unicode text
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "where"),
+    [
+        ("POST", "/index", '{"collection": "c", "documents": [{"id": "s", "text": %s}]}', "documents.0.text"),
+        (
+            "POST",
+            "/index",
+            '{"collection": "c", "documents": [{"id": "s", "text": "t", "metadata": {"k": %s}}]}',
+            "documents.0.metadata.k",
+        ),
+        (
+            "POST",
+            "/index",
+            '{"collection": "c", "documents": [{"id": "s", "text": "t", "metadata": {%s: 1}}]}',
+            "documents.0.metadata.",
+        ),
+        ("POST", "/search/batch", '{"collection": "c", "queries": ["ok", %s]}', "queries.1"),
+        (
+            "POST",
+            "/search",
+            '{"collection": "c", "query": "x", "filter": {"must": [{"key": "k", "match": %s}]}}',
+            "filter.must.0.match",
+        ),
+        ("PATCH", "/collections/c/documents/a", '{"metadata": {"k": %s}}', "metadata.k"),
+        ("POST", "/collections/c/count", '{"filter": {"must": [{"key": "k", "match": %s}]}}', "filter.must.0.match"),
+    ],
+)
+def test_a_lone_surrogate_anywhere_is_422_naming_where(
+    small: httpx.Client, method: str, path: str, body: str, where: str
+) -> None:
+    content = (body % SURROGATE).encode()
+    r = small.request(method, path, content=content, headers={"Content-Type": "application/json"})
+    assert r.status_code == 422, r.text
+    err = r.json()["error"]
+    assert err["code"] == "invalid_request" and err["message"].startswith(where) and "surrogate" in err["message"]
+    assert small.get("/collections/c").json()["documents"] == 1  # nothing was written
+
+
 def test_bad_collection_name_and_empty_batch_are_422(small: httpx.Client) -> None:
     r = small.post("/index", json={"collection": "../etc", "documents": [OK_DOC]})
     assert r.status_code == 422 and r.json()["error"]["message"].startswith("collection:")

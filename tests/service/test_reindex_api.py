@@ -162,6 +162,9 @@ def test_cancel_leaves_the_serving_generation_and_nothing_else(app: tuple[httpx.
     client, data = app
     before = _generations(client)
     job_id = client.post("/collections/c/reindex", json={"embedder": "tiny2"}).json()["job_id"]
+    # Sent at once, while the first may still be queued: refused too (two would drop the generation kept).
+    again = client.post("/collections/c/reindex", json={"embedder": "tiny2"})
+    assert again.status_code == 409 and job_id in again.json()["error"]["message"]
     while client.get(f"/jobs/{job_id}").json()["done"] < 8:
         time.sleep(0.02)
     assert client.post("/collections/c/reindex", json={"embedder": "tiny2"}).status_code == 409  # one at a time
