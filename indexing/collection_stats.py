@@ -58,7 +58,8 @@ def collection_stats(coll: Stated) -> dict[str, Any]:
             "bm25": coll.settings.bm25.to_json(),
             # What was built ("flat" or "hnsw", per segment) and the settings that chose it.
             "dense": {
-                "kind": kinds[0] if len(kinds) == 1 else (kinds or ["flat"]),
+                # one kind as a string ("none" before anything is built), a list only when segments differ
+                "kind": kinds[0] if len(kinds) == 1 else (kinds or "none"),
                 "settings": coll.settings.dense_index.to_json(),
             },
         },

@@ -378,7 +378,7 @@ class CollectionOut(BaseModel):
     generations: dict[str, Any] | None = Field(
         None,
         description="the generation searches read (current), the one kept for rollback (previous) and one being "
-        "built, each with its embedder",
+        "built, each with its embedder (GET /collections/{name} only; null in the list)",
     )
 
 
