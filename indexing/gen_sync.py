@@ -113,6 +113,7 @@ def sync(
             store.delete(ids)
         out.deleted += len(page)
     copy = reuse is not None and reuse.copies(embedder, target, source, todo)
+    looked_at = 0  # documents of todo handled, or found deleted since the comparison
     for page in _pages(todo):
         if should_stop():
             out.cancelled = True
@@ -133,8 +134,9 @@ def sync(
                 target.upsert(prepared)
             else:
                 target.docstore.upsert(prepared)
+        looked_at += len(page)
         if on_progress is not None:
-            on_progress(same + out.embedded + out.copied + out.rewritten, total)
+            on_progress(same + looked_at, total)  # a document deleted meanwhile is done too: nothing to copy
     if context is not None and not out.cancelled:
         settle_drift(target)  # the copy's own writes are not drift
     if commit and out.changed:
