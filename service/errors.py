@@ -114,7 +114,10 @@ def install_error_handlers(app: FastAPI) -> None:
         headers = exc.headers
         if exc.status_code == 405:
             headers = {**(headers or {}), "Allow": _allowed(request)}
-        return error_response(exc.status_code, code, str(exc.detail), headers=headers)
+        details = None
+        if exc.status_code == 422:  # every 422 lists its problems, as a validation error does (here, one)
+            details = [{"loc": [], "msg": str(exc.detail), "type": code}]
+        return error_response(exc.status_code, code, str(exc.detail), details, headers=headers)
 
     @app.exception_handler(Exception)
     async def _unhandled(request: Request, exc: Exception) -> JSONResponse:

@@ -128,9 +128,11 @@ def test_every_unregistered_name_gets_the_same_422(
     client, _ = app_client
     values = bad_names(tiny_embedder_dir)
     assert len(values) >= 20
+    message = f"{MESSAGE[field]}: no registered model of that name (GET /models lists them)"
     expected = {
         "code": "unknown_model",
-        "message": f"{MESSAGE[field]}: no registered model of that name (GET /models lists them)",
+        "message": message,
+        "details": [{"loc": [], "msg": message, "type": "unknown_model"}],  # every 422 lists its problems
     }
     for value in values:
         r = _send(client, field, value)
