@@ -41,6 +41,12 @@ class ApiError(StarletteHTTPException):
         self.code = code
 
 
+def shown(value: str, limit: int = 100) -> str:
+    """A client's value quoted in a message, cut to `limit` characters: an answer's size is bounded by the server,
+    not by what was sent."""
+    return repr(value) if len(value) <= limit else repr(value[:limit]) + f" (first {limit} of {len(value)} characters)"
+
+
 def error_response(
     status: int,
     code: str,
@@ -114,7 +120,7 @@ def install_error_handlers(app: FastAPI) -> None:
         headers = exc.headers
         if exc.status_code == 405:
             headers = {**(headers or {}), "Allow": _allowed(request)}
-        details = None
+        details: list[dict[str, Any]] | None = None
         if exc.status_code == 422:  # every 422 lists its problems, as a validation error does (here, one)
             details = [{"loc": [], "msg": str(exc.detail), "type": code}]
         return error_response(exc.status_code, code, str(exc.detail), details, headers=headers)

@@ -184,3 +184,10 @@ def test_request_body_over_the_limit_is_413(small: httpx.Client) -> None:
     docs = [{"id": str(i), "text": "x" * 900} for i in range(5)] * 30
     r = small.post("/index", json={"collection": "c", "documents": docs})
     assert r.status_code == 413 and r.json()["error"]["message"] == "request body over 100000 bytes: split it"
+
+
+def test_a_long_unknown_id_is_not_echoed_in_full(small: httpx.Client) -> None:
+    r = small.get("/jobs/" + "x" * 5000)
+    assert r.status_code == 404 and r.json()["error"]["code"] == "job_not_found"
+    message = r.json()["error"]["message"]
+    assert len(message) < 200 and "first 100 of 5000 characters" in message

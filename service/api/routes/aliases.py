@@ -19,7 +19,7 @@ from service.aliases import (
     put_alias,
 )
 from service.deps import State
-from service.errors import ApiError
+from service.errors import ApiError, shown
 from service.schemas import REQUEST_CONFIG, CollectionName, ErrorResponse
 
 router = APIRouter(prefix="/aliases", tags=["aliases"])
@@ -44,7 +44,7 @@ class AliasList(BaseModel):
 
 
 def _not_found(alias: str) -> ApiError:
-    return ApiError(404, "alias_not_found", f"no alias named {alias!r}")
+    return ApiError(404, "alias_not_found", f"no alias named {shown(alias)}")
 
 
 @router.get("", response_model=AliasList)

@@ -8,7 +8,7 @@ from indexing.collection import CollectionConflict, CollectionNotFound
 from indexing.jobs import Job, JobKind
 from service.deps import State
 from service.documents import delete_collection, submit_delete
-from service.errors import ApiError
+from service.errors import ApiError, shown
 from service.model_registry import ModelKindMismatch, UnknownModelName, UnusableModel, public_model_name
 from service.reindex import NothingToSwitch, UnknownDataset, generation_info, submit_reindex, submit_switch
 from service.reindex_schemas import ReindexRequest
@@ -19,7 +19,7 @@ NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorResponse}}
 
 
 def not_found(name: str) -> ApiError:
-    return ApiError(404, "collection_not_found", f"no collection named {name!r}")
+    return ApiError(404, "collection_not_found", f"no collection named {shown(name)}")
 
 
 def collection_out(state: Any, coll: Any, *, with_generations: bool = False) -> CollectionOut:

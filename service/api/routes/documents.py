@@ -35,7 +35,7 @@ from service.document_schemas import (
     StoredDocumentOut,
 )
 from service.documents import InvalidMetadata
-from service.errors import ApiError, parse_request_filter
+from service.errors import ApiError, parse_request_filter, shown
 from service.limits import check_response_size
 from service.schemas import CollectionSchema, ErrorResponse, JobAccepted
 from service.state import AppState
@@ -53,7 +53,7 @@ def _collection(state: AppState, name: str) -> Collection:
 
 
 def _document_not_found(name: str, doc_id: str) -> ApiError:
-    return ApiError(404, "document_not_found", f"no document {doc_id!r} in collection {name!r}")
+    return ApiError(404, "document_not_found", f"no document {shown(doc_id)} in collection {shown(name)}")
 
 
 def _accepted(request: Request, job_id: str, job_status: str) -> JobAccepted:

@@ -4,7 +4,7 @@ from fastapi import APIRouter
 
 from indexing.jobs import TERMINAL, Job, JobNotFound, JobNotRetryable, JobStatus
 from service.deps import State
-from service.errors import ApiError
+from service.errors import ApiError, shown
 from service.schemas import ErrorResponse, JobOut
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
@@ -36,7 +36,7 @@ def get_job(job_id: str, state: State) -> JobOut:
     try:
         job = state.jobs.get(job_id)
     except JobNotFound as exc:
-        raise ApiError(404, "job_not_found", f"no job with id {job_id!r}") from exc
+        raise ApiError(404, "job_not_found", f"no job with id {shown(job_id)}") from exc
     if job.status == JobStatus.SUCCEEDED:
         # Read-your-writes: a worker process published the job's commit; this process loads it before it says
         # "succeeded", so a search right after sees the documents.
@@ -44,7 +44,7 @@ def get_job(job_id: str, state: State) -> JobOut:
     try:
         return job_out(job, state.jobs.worker(job_id))
     except JobNotFound as exc:
-        raise ApiError(404, "job_not_found", f"no job with id {job_id!r}") from exc
+        raise ApiError(404, "job_not_found", f"no job with id {shown(job_id)}") from exc
 
 
 @router.delete(
@@ -64,7 +64,7 @@ def cancel_job(job_id: str, state: State) -> JobOut:
             raise ApiError(409, "conflict", f"job {job_id!r} has already ended ({job.status.value}): nothing to cancel")
         return job_out(state.jobs.request_cancel(job_id))
     except JobNotFound as exc:
-        raise ApiError(404, "job_not_found", f"no job with id {job_id!r}") from exc
+        raise ApiError(404, "job_not_found", f"no job with id {shown(job_id)}") from exc
 
 
 @router.post(
@@ -82,7 +82,7 @@ def retry_job(job_id: str, state: State) -> JobOut:
     try:
         job = state.jobs.requeue(job_id)
     except JobNotFound as exc:
-        raise ApiError(404, "job_not_found", f"no job with id {job_id!r}") from exc
+        raise ApiError(404, "job_not_found", f"no job with id {shown(job_id)}") from exc
     except JobNotRetryable as exc:
         raise ApiError(409, "conflict", str(exc)) from exc
     state.queue.submit(job.id)

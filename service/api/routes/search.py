@@ -10,7 +10,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from indexing.collection import CollectionNotFound
 from service.deps import State
-from service.errors import ApiError, parse_request_filter
+from service.errors import ApiError, parse_request_filter, shown
 from service.limits import check_response_size, check_search_work
 from service.model_registry import ModelKindMismatch, UnknownModelName, UnusableModel, request_model
 from service.rerank import NoReranker, Reranking, UnknownReranker, prepare_rerank
@@ -68,7 +68,7 @@ async def _run(state: AppState, opts: SearchOptions, queries: list[str]) -> list
     try:
         coll = state.collections.get(opts.collection)
     except CollectionNotFound as exc:
-        raise ApiError(404, "collection_not_found", f"no collection named {opts.collection!r}") from exc
+        raise ApiError(404, "collection_not_found", f"no collection named {shown(opts.collection)}") from exc
     node = parse_request_filter(opts.filter, coll.settings.schema)
     embedder = state.query_encoders.get(coll.settings.embedder) if opts.mode != "bm25" else None
     rerank: Reranking | None = None
