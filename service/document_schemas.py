@@ -7,7 +7,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator
 
 from service.filter_schema import FilterField, FilterJson
-from service.schemas import REQUEST_CONFIG, UnicodeBody, response_metadata
+from service.schemas import REQUEST_CONFIG, UnicodeBody
+from service.search_schemas import response_metadata
 
 MAX_SCROLL_LIMIT = 1000
 

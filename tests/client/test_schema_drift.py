@@ -10,7 +10,7 @@ from pydantic import BaseModel
 from vela_client import AsyncVelaClient, VelaClient, models
 from vela_client.calls import SearchOptions
 
-from service import document_schemas, reindex_schemas, schemas
+from service import document_schemas, reindex_schemas, schemas, search_schemas
 
 
 def _fields(model: type[BaseModel]) -> set[str]:
@@ -27,12 +27,12 @@ def test_every_search_option_is_a_client_keyword() -> None:
         (models.Collection, schemas.CollectionOut),
         (models.Job, schemas.JobOut),
         (models.JobAccepted, schemas.JobAccepted),
-        (models.Hit, schemas.HitOut),
-        (models.Ranks, schemas.Ranks),
-        (models.PassageRef, schemas.PassageRef),
-        (models.RerankInfo, schemas.RerankInfo),
-        (models.SearchResponse, schemas.SearchResponse),
-        (models.BatchSearchResponse, schemas.BatchSearchResponse),
+        (models.Hit, search_schemas.HitOut),
+        (models.Ranks, search_schemas.Ranks),
+        (models.PassageRef, search_schemas.PassageRef),
+        (models.RerankInfo, search_schemas.RerankInfo),
+        (models.SearchResponse, search_schemas.SearchResponse),
+        (models.BatchSearchResponse, search_schemas.BatchSearchResponse),
         (models.StoredDocument, document_schemas.StoredDocumentOut),
         (models.DocumentPage, document_schemas.ScrollResponse),
         (models.Rerank, schemas.RerankOptions),

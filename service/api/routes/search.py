@@ -14,19 +14,9 @@ from service.errors import ApiError, parse_request_filter, shown
 from service.limits import check_response_size, check_search_work
 from service.model_registry import ModelKindMismatch, UnknownModelName, UnusableModel, request_model
 from service.rerank import NoReranker, Reranking, UnknownReranker, prepare_rerank
-from service.schemas import (
-    BatchSearchRequest,
-    BatchSearchResponse,
-    ErrorResponse,
-    HitOut,
-    PassageRef,
-    Ranks,
-    RerankInfo,
-    SearchOptions,
-    SearchRequest,
-    SearchResponse,
-)
+from service.schemas import BatchSearchRequest, ErrorResponse, SearchOptions, SearchRequest
 from service.search import SearchResult, search_batch
+from service.search_schemas import BatchSearchResponse, HitOut, PassageRef, Ranks, RerankInfo, SearchResponse
 from service.state import AppState
 
 router = APIRouter(prefix="/search", tags=["search"])
