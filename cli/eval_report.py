@@ -1,7 +1,7 @@
 """`vela eval --run-dir` and `--report`: TREC run files, the baselines a report compares with, and the report.
 
 A run here is what Vela scored: qid -> {doc id: score}, the scores strictly decreasing with the rank (see
-`evaluate._search_mode`). The run files carry those scores as they are, so a tool that orders by score and
+`eval_runs.search_mode`). The run files carry those scores as they are, so a tool that orders by score and
 breaks ties by doc id (trec_eval, ir-measures) sees Vela's own order and computes Vela's own figures."""
 
 from __future__ import annotations

@@ -14,25 +14,18 @@ from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
-from tqdm import tqdm
 
 from cli.eval_report import EvalDetail, NamedRun, check_baseline, load_baselines, write_report
 from cli.eval_report import write_run_files as write_trec_runs
-from indexing.ingest import run_job
-from indexing.jobs import JobKind
-from indexing.merger import wait_background
+from cli.eval_runs import MemoScores, ingest_dataset, search_mode, time_queries
 from models.reranker import CrossEncoder
 from service.documents import get_or_create_collection
-from service.rerank import Reranking, prepare_rerank
-from service.search import search_batch
+from service.rerank import prepare_rerank
 from service.settings import Settings
 from service.state import build_state
-from velaio.beir import read_corpus, read_qrels, read_queries, read_query_ids
-from velaio.measures import MEASURES, ranked_scores, score_run
-
-INGEST_CHUNK = 5000  # documents per job: bounded job payloads, progress per batch
-QUERY_BATCH = 64
-DEPTH = 100  # hits per query: the deepest measure's cut (R@100), and the run files' depth
+from velaio.beir import read_qrels, read_queries, read_query_ids
+from velaio.files import write_atomic
+from velaio.measures import MEASURES, score_run
 
 
 def evaluate(
@@ -68,28 +61,7 @@ def evaluate(
     # The embedder is the operator's (a name or a directory), set as the process default: not a request's.
     coll = get_or_create_collection(state=state, name=name, embedder=None, shards=shards)
 
-    docs = list(read_corpus(data))
-    with tqdm(total=len(docs), desc=f"ingest {data.name}", unit="doc") as bar:
-        for start in range(0, len(docs), INGEST_CHUNK):
-            part = docs[start : start + INGEST_CHUNK]
-            job = state.jobs.create(collection=name, kind=JobKind.UPSERT, payload=part)
-            base = bar.n
-
-            def advance(done: int, _total: int, base: int = base) -> None:
-                bar.update(base + done - bar.n)
-
-            run_job(
-                job_id=job.id,
-                jobs=state.jobs,
-                collections=state.collections,
-                embedders=state.embedders,
-                batch_size=settings.ingest_batch_size,
-                on_progress=advance,
-            )
-            wait_background()  # the merges and fusion choice this job made due, as a server would have made them
-            final = state.jobs.get(job.id)
-            if final.status != "succeeded":
-                raise RuntimeError(f"ingest job {job.id} ended {final.status}: {final.error}")
+    ingest_dataset(state, name, data, batch_size=settings.ingest_batch_size)
     ingest_s = time.time() - t0
 
     qrels = read_qrels(data, split)
@@ -126,7 +98,7 @@ def evaluate(
     by_weight: dict[str, dict[str, dict[str, float]]] = {}
     for mode in modes:
         search = partial(
-            _search_mode, coll=coll, embedder=emb, queries=queries, qids=qids, mode=mode, dim=dim, rescore=rescore
+            search_mode, coll=coll, embedder=emb, queries=queries, qids=qids, mode=mode, dim=dim, rescore=rescore
         )
         name = f"{mode}-{dim}" + ("-norescore" if dim == "256" and not rescore else "")  # the run file's stem
         if step is None:
@@ -148,7 +120,7 @@ def evaluate(
                 where = f"/rerank/metrics_by_weight/{w:g}/{mode}"
                 detail.runs.append(NamedRun(f"{name}-rerank-w{w:g}", mode, where, again))
         if latency:
-            detail.latency_ms[mode] = _time_queries(search, rerank=timed_step)
+            detail.latency_ms[mode] = time_queries(search, rerank=timed_step)
     stats = coll.stats()
     extra: dict[str, Any] = {}
     if detail.latency_ms:
@@ -185,80 +157,6 @@ def evaluate(
         "precision": state.embedders.precision,
         **extra,
     }
-
-
-class MemoScores:
-    """Eval only: a cross-encoder whose scores are kept per (query, text), so that each further rerank
-    weight reorders the same scores instead of running the model again."""
-
-    def __init__(self, encoder: Any) -> None:
-        self.encoder = encoder
-        self.name = encoder.name
-        self.memo: dict[tuple[str, str], float] = {}
-
-    def __getattr__(self, attr: str) -> Any:  # seconds_per_pair and the rest: the model's own
-        return getattr(self.encoder, attr)
-
-    def score(self, query: str, documents: list[str]) -> np.ndarray:
-        todo = [d for d in dict.fromkeys(documents) if (query, d) not in self.memo]
-        if todo:
-            for d, s in zip(todo, self.encoder.score(query, todo), strict=True):
-                self.memo[(query, d)] = float(s)
-        return np.array([self.memo[(query, d)] for d in documents], dtype=np.float32)
-
-
-def _search_mode(
-    *,
-    coll: Any,
-    embedder: Any,
-    queries: dict[str, str],
-    qids: list[str],
-    mode: str,
-    dim: str,
-    rescore: bool,
-    rerank: Reranking | None,
-    batch_size: int = QUERY_BATCH,
-) -> tuple[dict[str, dict[str, float]], list[float]]:
-    """One mode's run (qid -> {doc: score}), and the rerank time of each query (empty without rerank)."""
-    run: dict[str, dict[str, float]] = {}
-    rerank_ms: list[float] = []
-    desc = f"search {mode}" + (" + rerank" if rerank is not None else "")
-    for start in tqdm(range(0, len(qids), batch_size), desc=desc, unit="batch", disable=batch_size == 1):
-        batch = qids[start : start + batch_size]
-        results = search_batch(
-            collection=coll,
-            embedder=embedder if mode != "bm25" else None,
-            queries=[queries[q] for q in batch],
-            k=DEPTH,
-            mode=mode,  # type: ignore[arg-type]
-            dim=dim,  # type: ignore[arg-type]
-            rescore=rescore,
-            rerank=rerank,
-        )
-        for qid, res in zip(batch, results, strict=True):
-            if res.rerank is not None:
-                if res.rerank.status != "ok":  # a reranker that fails must fail the eval, not score as fused
-                    raise RuntimeError(f"rerank of query {qid} ended {res.rerank.status}: {res.rerank.error}")
-                rerank_ms.append(res.rerank.took_ms)
-            # Scores that order like the ranks, strictly decreasing: RRF and BM25 ties keep Vela's list order
-            # in ir_measures here and in any tool that reads the run files (they break ties by doc id).
-            run[qid] = ranked_scores([h.id for h in res.hits])
-    return run, rerank_ms
-
-
-def _time_queries(search: partial[Any], *, rerank: Reranking | None) -> list[float]:
-    """Milliseconds of each query searched alone, as one API request would run (in process, no HTTP). Its run
-    is thrown away: the metrics come from the batched pass, whose encoder batches may round differently."""
-    qids: list[str] = search.keywords["qids"]
-    if not qids:
-        return []
-    search(qids=qids[:1], rerank=rerank, batch_size=1)  # warm-up: first-call costs are not a query's latency
-    took = []
-    for q in tqdm(qids, desc=f"latency {search.keywords['mode']}", unit="query"):
-        t = time.perf_counter()
-        search(qids=[q], rerank=rerank, batch_size=1)
-        took.append((time.perf_counter() - t) * 1000.0)
-    return took
 
 
 def _score(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]]) -> dict[str, float]:
@@ -330,7 +228,7 @@ def main(args: argparse.Namespace) -> int:
     if args.json_out:
         out = Path(args.json_out)
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result, indent=2) + "\n")
+        write_atomic(out, (json.dumps(result, indent=2) + "\n").encode())
     if args.report:
         try:
             series = load_baselines(baselines, detail.qrels, MEASURES)

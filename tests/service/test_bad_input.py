@@ -59,6 +59,13 @@ def test_search_validation_is_422_with_a_stable_message(small: httpx.Client, bod
     assert small.get("/healthz").status_code == 200
 
 
+def test_probes_answer_head_without_a_body(small: httpx.Client) -> None:
+    for path in ("/healthz", "/readyz"):
+        r = small.head(path)
+        assert r.status_code == 200 and r.content == b""
+    assert "head" not in small.get("/openapi.json").json()["paths"]["/healthz"]
+
+
 def test_unknown_collection_is_404(small: httpx.Client) -> None:
     r = small.post("/search", json={"collection": "nope", "query": "x"})
     assert r.status_code == 404 and _error(r) == {

@@ -16,6 +16,10 @@ def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
+# Load balancers and uptime checkers often probe with HEAD; same answer, no body (kept out of the schema).
+router.add_api_route("/healthz", healthz, methods=["HEAD"], include_in_schema=False)
+
+
 @router.get("/readyz", responses={503: {"description": "still starting"}})
 def readyz(state: State) -> dict[str, object]:
     """Readiness: models loaded, collections checked, the job queue running."""
@@ -27,6 +31,9 @@ def readyz(state: State) -> dict[str, object]:
         "collections": len(state.collections.names()),
         "embedders": len(state.embedders.loaded()),
     }
+
+
+router.add_api_route("/readyz", readyz, methods=["HEAD"], include_in_schema=False)
 
 
 @metrics_router.get("/metrics", response_class=Response)

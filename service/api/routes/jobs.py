@@ -62,7 +62,8 @@ def cancel_job(job_id: str, state: State) -> JobOut:
         job = state.jobs.get(job_id)
         if job.status in TERMINAL:
             raise ApiError(409, "conflict", f"job {job_id!r} has already ended ({job.status.value}): nothing to cancel")
-        return job_out(state.jobs.request_cancel(job_id))
+        cancelled = state.jobs.request_cancel(job_id)
+        return job_out(cancelled, state.jobs.worker(job_id))
     except JobNotFound as exc:
         raise ApiError(404, "job_not_found", f"no job with id {shown(job_id)}") from exc
 

@@ -1,0 +1,123 @@
+"""The searching side of `vela eval`: the dataset's ingest, each mode's run, the latency pass and the rerank memo."""
+
+from __future__ import annotations
+
+import time
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from indexing.ingest import run_job
+from indexing.jobs import JobKind
+from indexing.merger import wait_background
+from service.rerank import Reranking
+from service.search import search_batch
+from velaio.beir import read_corpus
+from velaio.measures import ranked_scores
+
+INGEST_CHUNK = 5000  # documents per job: bounded job payloads, progress per batch
+QUERY_BATCH = 64
+DEPTH = 100  # hits per query: the deepest measure's cut (R@100), and the run files' depth
+
+
+def ingest_dataset(state: Any, name: str, data: Path, *, batch_size: int) -> None:
+    """Every document of `data` into collection `name`, through the product's own ingest jobs."""
+    docs = list(read_corpus(data))
+    with tqdm(total=len(docs), desc=f"ingest {data.name}", unit="doc") as bar:
+        for start in range(0, len(docs), INGEST_CHUNK):
+            part = docs[start : start + INGEST_CHUNK]
+            job = state.jobs.create(collection=name, kind=JobKind.UPSERT, payload=part)
+            base = bar.n
+
+            def advance(done: int, _total: int, base: int = base) -> None:
+                bar.update(base + done - bar.n)
+
+            run_job(
+                job_id=job.id,
+                jobs=state.jobs,
+                collections=state.collections,
+                embedders=state.embedders,
+                batch_size=batch_size,
+                on_progress=advance,
+            )
+            wait_background()  # the merges and fusion choice this job made due, as a server would have made them
+            final = state.jobs.get(job.id)
+            if final.status != "succeeded":
+                raise RuntimeError(f"ingest job {job.id} ended {final.status}: {final.error}")
+
+
+class MemoScores:
+    """Eval only: a cross-encoder whose scores are kept per (query, text), so that each further rerank
+    weight reorders the same scores instead of running the model again."""
+
+    def __init__(self, encoder: Any) -> None:
+        self.encoder = encoder
+        self.name = encoder.name
+        self.memo: dict[tuple[str, str], float] = {}
+
+    def __getattr__(self, attr: str) -> Any:  # seconds_per_pair and the rest: the model's own
+        return getattr(self.encoder, attr)
+
+    def score(self, query: str, documents: list[str]) -> np.ndarray:
+        todo = [d for d in dict.fromkeys(documents) if (query, d) not in self.memo]
+        if todo:
+            for d, s in zip(todo, self.encoder.score(query, todo), strict=True):
+                self.memo[(query, d)] = float(s)
+        return np.array([self.memo[(query, d)] for d in documents], dtype=np.float32)
+
+
+def search_mode(
+    *,
+    coll: Any,
+    embedder: Any,
+    queries: dict[str, str],
+    qids: list[str],
+    mode: str,
+    dim: str,
+    rescore: bool,
+    rerank: Reranking | None,
+    batch_size: int = QUERY_BATCH,
+) -> tuple[dict[str, dict[str, float]], list[float]]:
+    """One mode's run (qid -> {doc: score}), and the rerank time of each query (empty without rerank)."""
+    run: dict[str, dict[str, float]] = {}
+    rerank_ms: list[float] = []
+    desc = f"search {mode}" + (" + rerank" if rerank is not None else "")
+    for start in tqdm(range(0, len(qids), batch_size), desc=desc, unit="batch", disable=batch_size == 1):
+        batch = qids[start : start + batch_size]
+        results = search_batch(
+            collection=coll,
+            embedder=embedder if mode != "bm25" else None,
+            queries=[queries[q] for q in batch],
+            k=DEPTH,
+            mode=mode,  # type: ignore[arg-type]
+            dim=dim,  # type: ignore[arg-type]
+            rescore=rescore,
+            rerank=rerank,
+        )
+        for qid, res in zip(batch, results, strict=True):
+            if res.rerank is not None:
+                if res.rerank.status != "ok":  # a reranker that fails must fail the eval, not score as fused
+                    raise RuntimeError(f"rerank of query {qid} ended {res.rerank.status}: {res.rerank.error}")
+                rerank_ms.append(res.rerank.took_ms)
+            # Scores that order like the ranks, strictly decreasing: RRF and BM25 ties keep Vela's list order
+            # in ir_measures here and in any tool that reads the run files (they break ties by doc id).
+            run[qid] = ranked_scores([h.id for h in res.hits])
+    return run, rerank_ms
+
+
+def time_queries(search: partial[Any], *, rerank: Reranking | None) -> list[float]:
+    """Milliseconds of each query searched alone, as one API request would run (in process, no HTTP). Its run
+    is thrown away: the metrics come from the batched pass, whose encoder batches may round differently."""
+    qids: list[str] = search.keywords["qids"]
+    if not qids:
+        return []
+    search(qids=qids[:1], rerank=rerank, batch_size=1)  # warm-up: first-call costs are not a query's latency
+    took = []
+    for q in tqdm(qids, desc=f"latency {search.keywords['mode']}", unit="query"):
+        t = time.perf_counter()
+        search(qids=[q], rerank=rerank, batch_size=1)
+        took.append((time.perf_counter() - t) * 1000.0)
+    return took
