@@ -8,6 +8,7 @@ import hashlib
 import json
 import shlex
 import sys
+import tempfile
 import time
 from functools import partial
 from pathlib import Path
@@ -49,21 +50,7 @@ def evaluate(
     """Ingest `data`, search its queries in each mode and score them. `detail`, when given, receives the runs
     and judgements (for run files and the report); `latency` adds a pass that times each query alone."""
     t0 = time.time()
-    settings = Settings() if precision is None else Settings(precision=precision)
-    update: dict[str, Any] = {"data_dir": workdir or settings.data_dir / "eval"}
-    if embedder:
-        update["embedder"] = embedder
-    settings = settings.model_copy(update=update)
-    state = build_state(settings)
-    model_dir = str(state.embedders.get(settings.embedder).name)
-    tag = hashlib.sha1(model_dir.encode()).hexdigest()[:8]
-    name = f"{data.name}-{tag}" + (f"-s{shards}" if shards > 1 else "")
-    # The embedder is the operator's (a name or a directory), set as the process default: not a request's.
-    coll = get_or_create_collection(state=state, name=name, embedder=None, shards=shards)
-
-    ingest_dataset(state, name, data, batch_size=settings.ingest_batch_size)
-    ingest_s = time.time() - t0
-
+    # What can be refused is refused before the ingest: a split without qrels, ids that match no query.
     qrels = read_qrels(data, split)
     queries = read_queries(data)
     qids = [q for q in qrels if q in queries]
@@ -72,12 +59,21 @@ def evaluate(
         qids = [q for q in qids if q in wanted]
         if not qids:
             raise ValueError(f"none of the ids in {query_ids} is a {split} query of {data}")
+        if len(qids) < len(wanted):
+            print(
+                f"--query-ids: {len(wanted) - len(qids)} of {len(wanted)} ids are not {split} queries of "
+                f"{data.name}: left out",
+                file=sys.stderr,
+            )
         qrels = {q: qrels[q] for q in qids}  # the mean is over these queries only (a missing run counts as 0)
-    emb = state.embedders.get(coll.settings.embedder)
-    detail = detail if detail is not None else EvalDetail(qrels={}, queries={})
-    detail.qrels, detail.queries = qrels, {q: queries[q] for q in qids}
+    settings = Settings() if precision is None else Settings(precision=precision)
+    update: dict[str, Any] = {"data_dir": workdir or settings.data_dir / "eval"}
+    if embedder:
+        update["embedder"] = embedder
+    settings = settings.model_copy(update=update)
+    state = build_state(settings)
     # --rerank: the service's own rerank step (no time budget) on each mode's top N; the metrics without it
-    # are kept as "baseline", and the time it adds per query is reported.
+    # are kept as "baseline", and the time it adds per query is reported. Loaded first: a bad name fails here.
     step = timed_step = None
     if rerank:
         step = prepare_rerank(
@@ -92,6 +88,18 @@ def evaluate(
         timed_step = step  # the latency pass runs the model itself, not the memo below
         if len(rerank_weights) > 1 and step.encoder is not None:  # the model runs once per pair, for every weight
             step = dataclasses.replace(step, encoder=cast(CrossEncoder, MemoScores(step.encoder)))
+    model_dir = str(state.embedders.get(settings.embedder).name)
+    tag = hashlib.sha1(model_dir.encode()).hexdigest()[:8]
+    name = f"{data.name}-{tag}" + (f"-s{shards}" if shards > 1 else "")
+    # The embedder is the operator's (a name or a directory), set as the process default: not a request's.
+    coll = get_or_create_collection(state=state, name=name, embedder=None, shards=shards)
+
+    ingest_dataset(state, name, data, batch_size=settings.ingest_batch_size)
+    ingest_s = time.time() - t0
+
+    emb = state.embedders.get(coll.settings.embedder)
+    detail = detail if detail is not None else EvalDetail(qrels={}, queries={})
+    detail.qrels, detail.queries = qrels, {q: queries[q] for q in qids}
     metrics: dict[str, dict[str, float]] = {}
     baseline: dict[str, dict[str, float]] = {}
     added_ms: dict[str, list[float]] = {}
@@ -174,11 +182,43 @@ def print_table(result: dict[str, Any]) -> None:
         print(f"{mode:<8}" + "".join(f"{m[n]:>12.4f}" for n in names))
 
 
+def dataset_problem(data: Path, split: str) -> str | None:
+    """Why `data` is not a BEIR folder with judgements for `split`, or None."""
+    if not data.is_dir():
+        return f"--data: no folder {data}" if not data.exists() else f"--data: {data} is a file, not a BEIR folder"
+    missing = [f for f in ("corpus.jsonl", "queries.jsonl") if not (data / f).is_file()]
+    if missing:
+        return f"--data: {data} has no {' or '.join(missing)}: not a BEIR folder"
+    if not (data / "qrels" / f"{split}.tsv").is_file():
+        splits = sorted(p.stem for p in (data / "qrels").glob("*.tsv")) if (data / "qrels").is_dir() else []
+        return f"--split: {data} has no qrels/{split}.tsv (splits there: {', '.join(splits) or 'none'})"
+    return None
+
+
+def unwritable(path: Path, *, folder: bool, flag: str) -> str | None:
+    """Why nothing can be written at `path` (a folder, or a file's folder), found by writing a probe file."""
+    where = path if folder else path.parent
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=where):
+            pass
+    except OSError as e:
+        return f"{flag}: cannot write in {where}: {e.strerror or e}"
+    return None
+
+
 def main(args: argparse.Namespace) -> int:
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     bad = [m for m in modes if m not in ("bm25", "dense", "hybrid")]
-    if bad:
-        print(f"unknown modes {bad}: use bm25, dense, hybrid", file=sys.stderr)
+    if bad or not modes:
+        print(f"--modes: {'unknown ' + str(bad) if bad else 'none given'}: use bm25, dense, hybrid", file=sys.stderr)
+        return 2
+    why = dataset_problem(Path(args.data), args.split)
+    for flag, out, folder in (("--json", args.json_out, False), ("--run-dir", args.run_dir, True)):
+        why = why or (out and unwritable(Path(out), folder=folder, flag=flag))
+    why = why or (args.report and unwritable(Path(args.report), folder=True, flag="--report"))
+    if why:  # before hours of ingest, not after
+        print(f"vela eval: {why}", file=sys.stderr)
         return 2
     try:
         weights = tuple(float(w) for w in args.rerank_weight.split(","))

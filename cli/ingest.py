@@ -13,37 +13,87 @@ import argparse
 import json
 import sys
 from collections.abc import Iterator
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
+from cli.arg_types import positive_int
+from cli.interrupts import GracefulStop
+
+
+class BadInput(ValueError):
+    """The input cannot be ingested as it is: the message names the line or document."""
+
 
 def read_documents(path: Path) -> Iterator[dict[str, Any]]:
-    """A BEIR folder (corpus.jsonl with _id), or a JSONL file of API documents ({id, text, title?, metadata?})."""
+    """A BEIR folder (corpus.jsonl with _id), or a JSONL file of API documents ({id, text, title?, metadata?}).
+    A JSONL line is checked as `POST /index` checks a document (BadInput names the line)."""
     if path.is_dir():
         from velaio.beir import read_corpus
 
+        if not (path / "corpus.jsonl").is_file():
+            raise BadInput(f"{path} is a folder without corpus.jsonl: give a BEIR folder or a JSONL file")
         yield from read_corpus(path)
         return
+    if not path.is_file():
+        raise BadInput(f"no file or folder {path}")
+    from pydantic import ValidationError
+
+    from service.schemas import Document
+
     with open(path, encoding="utf-8") as f:
-        for line in filter(str.strip, f):
-            d = json.loads(line)
-            yield {
-                "id": str(d.get("id", d.get("_id"))),
-                **{k: v for k, v in d.items() if k in ("title", "text", "metadata")},
-            }
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                d = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise BadInput(f"{path}:{n}: not a JSON line ({e.msg})") from None
+            if not isinstance(d, dict):
+                raise BadInput(f"{path}:{n}: a document is a JSON object, got {type(d).__name__}")
+            raw_id = d.get("id", d.get("_id"))
+            if raw_id is None:
+                raise BadInput(f"{path}:{n}: the document has no id (an `id` or `_id` field)")
+            doc = {"id": str(raw_id), **{k: v for k, v in d.items() if k in ("title", "text", "metadata")}}
+            try:
+                Document.model_validate(doc)
+            except ValidationError as e:
+                problems = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())
+                raise BadInput(f"{path}:{n} (id {doc['id'][:100]!r}): {problems}") from None
+            yield doc
+
+
+def checked(docs: Iterator[dict[str, Any]], settings: Any) -> list[dict[str, Any]]:
+    """All documents, refused as `POST /index` refuses a request: a repeated id (which one would win?) or
+    metadata out of the server's bounds."""
+    from service.limits import metadata_problem
+
+    out: list[dict[str, Any]] = []
+    seen: dict[str, int] = {}
+    for i, d in enumerate(docs):
+        if d["id"] in seen:
+            raise BadInput(f"id {d['id'][:100]!r} is given twice (documents {seen[d['id']] + 1} and {i + 1})")
+        seen[d["id"]] = i
+        problem = metadata_problem(d.get("metadata"), settings)
+        if problem is not None:
+            raise BadInput(f"document {i + 1} (id {d['id'][:100]!r}): {problem}")
+        out.append(d)
+    return out
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", required=True, type=Path, help="BEIR folder or JSONL file of documents")
     p.add_argument("--collection", required=True, help="collection name (created when missing)")
-    p.add_argument("--shards", type=int, default=None, help="shards of a new collection (default 1)")
+    p.add_argument("--shards", type=positive_int, default=None, help="shards of a new collection (default 1)")
     p.add_argument("--embedder", default=None, help="embedder of a new collection: 'default' or a model directory")
     p.add_argument("--ray", default=None, metavar="ADDRESS", help="Ray cluster to embed on (host:port or 'auto')")
     p.add_argument("--data-dir", default=None, help="data directory (default VELA_DATA_DIR or ./.vela)")
-    p.add_argument("--max-docs", type=int, default=None, help="only the first N documents")
-    p.add_argument("--actors", type=int, default=None, help="--ray: encoder actors (default: per GPU, else per node)")
+    p.add_argument("--max-docs", type=positive_int, default=None, help="only the first N documents")
+    p.add_argument(
+        "--actors", type=positive_int, default=None, help="--ray: encoder actors (default: per GPU, else per node)"
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -63,7 +113,14 @@ def main(args: argparse.Namespace) -> int:
     if args.embedder:  # the operator's choice (a registry name or a directory), as the process default
         update["embedder"] = args.embedder
     settings = Settings().model_copy(update=update)
-    docs = list(read_documents(args.data))[: args.max_docs]
+    try:  # every document checked before a collection is made or a job recorded
+        docs = checked(islice(read_documents(args.data), args.max_docs), settings)
+    except BadInput as e:
+        print(f"vela ingest: {e}", file=sys.stderr)
+        return 2
+    if not docs:
+        print(f"vela ingest: {args.data} holds no documents", file=sys.stderr)
+        return 2
     state = build_state(settings)
     coll = get_or_create_collection(state=state, name=args.collection, embedder=None, shards=args.shards)
     if args.embedder and coll.settings.embedder != str(state.embedders.resolve(args.embedder)):
@@ -76,23 +133,38 @@ def main(args: argparse.Namespace) -> int:
         )
         return 2
     job = state.jobs.create(collection=coll.name, kind=JobKind.UPSERT, payload=docs)
-    with tqdm(total=len(docs), desc=f"ingest {coll.name}", unit="doc") as bar:
+    # Named at the start, so that an interrupted run can be followed (GET /jobs/{id}) or retried.
+    print(f"job {job.id}: {len(docs)} documents into {coll.name!r}", file=sys.stderr)
+    stop = GracefulStop("stopping after this batch; what is stored stays searchable")
+    with stop, tqdm(total=len(docs), desc=f"ingest {coll.name}", unit="doc") as bar:
 
         def advance(done: int, _total: int) -> None:
             bar.update(done - bar.n)
+            if stop.requested:  # the job stops at its next batch, as a cancel through the API would stop it
+                state.jobs.request_cancel(job.id)
 
-        # The same job runner as a server's queue: with --ray, run_job hands the upsert to Ray Data.
-        status = run_job(
-            job_id=job.id,
-            jobs=state.jobs,
-            collections=state.collections,
-            embedders=state.embedders,
-            batch_size=settings.ingest_batch_size,
-            on_progress=advance,
-            worker="vela-ingest-ray" if args.ray else "vela-ingest",
-            ray=settings.ray_ingest() if args.ray else None,  # VELA_RAY_ADDRESS alone does not send it to Ray
-        )
+        try:  # the same job runner as a server's queue: with --ray, run_job hands the upsert to Ray Data
+            status = run_job(
+                job_id=job.id,
+                jobs=state.jobs,
+                collections=state.collections,
+                embedders=state.embedders,
+                batch_size=settings.ingest_batch_size,
+                on_progress=advance,
+                worker="vela-ingest-ray" if args.ray else "vela-ingest",
+                ray=settings.ray_ingest() if args.ray else None,  # VELA_RAY_ADDRESS alone does not send it to Ray
+            )
+        except KeyboardInterrupt:  # stopped mid-batch: failed, so that POST /jobs/{id}/retry can finish it
+            state.jobs.finish(job.id, JobStatus.FAILED, error="interrupted (vela ingest stopped at once)")
+            print(f"vela ingest: interrupted; job {job.id} failed: {AGAIN}", file=sys.stderr)
+            return 130
     wait_background()  # merges and the fusion choice the job made due: not cut short by this process's end
     final = state.jobs.get(job.id)
     print(json.dumps({"job_id": job.id, "status": str(status), "error": final.error, "stats": coll.stats()}, indent=2))
+    if status == JobStatus.CANCELLED and stop.requested:
+        print(f"vela ingest: stopped at {final.done} of {final.total} documents: {AGAIN}", file=sys.stderr)
+        return 130
     return 0 if status == JobStatus.SUCCEEDED else 1
+
+
+AGAIN = "the same command again stores the rest (documents stored already are not encoded again)"

@@ -7,6 +7,8 @@ import os
 import sys
 from collections.abc import Sequence
 
+from cli.arg_types import positive_int
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vela", description="Vela retrieval service")
@@ -38,9 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--split", default="test", help="qrels split (default test)")
     ev.add_argument("--json", dest="json_out", default=None, help="write the results JSON here")
     ev.add_argument("--workdir", default=None, help="where the eval collection lives (default <data dir>/eval)")
-    ev.add_argument("--shards", type=int, default=1, help="evaluate a collection of this many shards (default 1)")
+    ev.add_argument(
+        "--shards", type=positive_int, default=1, help="evaluate a collection of this many shards (default 1)"
+    )
     ev.add_argument("--rerank", default=None, metavar="DIR", help="rerank each mode's top N with this reranker")
-    ev.add_argument("--rerank-top-n", type=int, default=50, help="hits the reranker rescores (default 50)")
+    ev.add_argument("--rerank-top-n", type=positive_int, default=50, help="hits the reranker rescores (default 50)")
     ev.add_argument(
         "--rerank-weight",
         default="1",
@@ -292,7 +296,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     args = build_parser().parse_args(argv)
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        print(f"vela {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except (OSError, ValueError, LookupError) as e:
+        # Bad input and the file system's refusals: one line, not a traceback (VELA_DEBUG=1 shows it).
+        # Other exceptions are defects and keep their traceback.
+        if os.environ.get("VELA_DEBUG"):
+            raise
+        detail = e.args[0] if isinstance(e, KeyError) and len(e.args) == 1 else e
+        print(f"vela {args.command}: {type(e).__name__}: {detail} (VELA_DEBUG=1 shows where)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

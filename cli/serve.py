@@ -10,14 +10,16 @@ import os
 import socket
 import sys
 
+from cli.arg_types import non_negative_int, port_number
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default=None, help="bind address (default VELA_HOST or 127.0.0.1)")
-    p.add_argument("--port", type=int, default=None, help="port (default VELA_PORT or 8000)")
+    p.add_argument("--port", type=port_number, default=None, help="port (default VELA_PORT or 8000)")
     p.add_argument("--data-dir", default=None, help="data directory (default VELA_DATA_DIR or ./.vela)")
     p.add_argument(
         "--processes",
-        type=int,
+        type=non_negative_int,
         default=None,
         help="API processes on the one port (default VELA_PROCESSES; 0: one per CPU core, at most 4)",
     )

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from cli.main import build_parser, main
 from tests.reranker_fixtures import make_reranker
 
@@ -78,3 +80,35 @@ def test_eval_of_a_sharded_collection_equals_the_unsharded_one(beir_dir: Path, t
 def test_parser_has_the_subcommands() -> None:
     choices = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
     assert {"serve", "eval"} <= set(choices)
+
+
+def test_bad_paths_and_flags_are_refused_before_the_ingest(
+    beir_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = _slice(beir_dir, tmp_path / "mini", n_queries=2)
+    work = tmp_path / "work"
+    cases = [
+        (["--data", str(tmp_path / "none")], "--data: no folder"),
+        (["--data", str(data / "corpus.jsonl")], "is a file, not a BEIR folder"),
+        (["--data", str(tmp_path)], "has no corpus.jsonl or queries.jsonl"),
+        (["--data", str(data), "--split", "dev"], "has no qrels/dev.tsv (splits there: test)"),
+        (["--data", str(data), "--modes", " , "], "--modes: none given"),
+        (["--data", str(data), "--json", "/proc/vela/x.json"], "--json: cannot write in /proc/vela"),
+        (["--data", str(data), "--run-dir", "/proc/vela"], "--run-dir: cannot write in /proc/vela"),
+    ]
+    for flags, needle in cases:
+        assert main(["eval", *flags, "--workdir", str(work)]) == 2, flags
+        err = capsys.readouterr().err
+        assert needle in err and "Traceback" not in err, (flags, err)
+    assert not work.exists()  # nothing ingested, no empty collection left behind
+
+
+def test_an_unknown_reranker_fails_before_the_ingest(
+    beir_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = _slice(beir_dir, tmp_path / "mini", n_queries=2)
+    work = tmp_path / "work"
+    assert main(["eval", "--data", str(data), "--workdir", str(work), "--rerank", str(tmp_path / "nope")]) == 1
+    err = capsys.readouterr().err
+    assert "UnknownReranker" in err and "Traceback" not in err
+    assert not list(work.glob("collections/*"))  # refused before the collection was made

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -30,3 +33,95 @@ def test_ingest_jsonl_into_a_sharded_collection(
     # --ray needs a sharded collection: an unsharded one is refused before anything is queued.
     assert main([*base, "--collection", "flat", "--ray", "127.0.0.1:1"]) == 2
     assert "--ray needs a sharded collection" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("lines", "needle"),
+    [
+        (['{"text": "no id here"}', '{"_id": "k", "text": "keyed"}'], "docs.jsonl:1: the document has no id"),
+        (['{"id": "a", "text": "   "}'], "docs.jsonl:1 (id 'a'): text: Value error, document text must not be empty"),
+        (['{"id": "a", "text": "x"}', '{"id": "a", "text": "y"}'], "id 'a' is given twice (documents 1 and 2)"),
+        (['{"id": "a", "text": "x"}', '{"id": "b", "text": '], "docs.jsonl:2: not a JSON line"),
+        (['["a", "x"]'], "docs.jsonl:1: a document is a JSON object, got list"),
+        (['{"id": "a"}'], "docs.jsonl:1 (id 'a'): text: Field required"),
+        (['{"id": "a", "text": "x", "metadata": {"v": NaN}}'], "metadata must not contain NaN or Infinity"),
+    ],
+)
+def test_a_bad_document_is_refused_before_anything_is_written(
+    tmp_path: Path, tiny_embedder_dir: Path, capsys: pytest.CaptureFixture[str], lines: list[str], needle: str
+) -> None:
+    data = tmp_path / "docs.jsonl"
+    data.write_text("\n".join(lines) + "\n")
+    vela = tmp_path / "vela"
+    args = ["ingest", "--data", str(data), "--data-dir", str(vela), "--collection", "c"]
+    assert main([*args, "--embedder", str(tiny_embedder_dir)]) == 2
+    assert needle in capsys.readouterr().err
+    assert not (vela / "collections").exists()  # no collection made, no job recorded
+
+
+@pytest.mark.parametrize(
+    ("data", "needle"),
+    [("missing.jsonl", "no file or folder"), (".", "is a folder without corpus.jsonl")],
+)
+def test_a_bad_data_path_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], data: str, needle: str
+) -> None:
+    assert main(["ingest", "--data", str(tmp_path / data), "--data-dir", str(tmp_path / "v"), "--collection", "c"]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err
+
+
+def _interrupt_during_the_first_batch(monkeypatch: pytest.MonkeyPatch, signals: int) -> None:
+    """Ctrl-C (`signals` times) while the job's first batch is being encoded."""
+    import indexing.ingest
+
+    real = indexing.ingest.prepare_documents
+    calls = []
+
+    def prepare(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        if len(calls) == 1:
+            for _ in range(signals):
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.05)  # the handler runs in the main thread, between bytecodes
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(indexing.ingest, "prepare_documents", prepare)
+    monkeypatch.setenv("VELA_INGEST_BATCH_SIZE", "5")
+
+
+def _twenty(tmp_path: Path, tiny_embedder_dir: Path) -> list[str]:
+    data = tmp_path / "docs.jsonl"
+    data.write_text("\n".join(json.dumps({"id": f"d{i}", "text": f"text {i} about tides"}) for i in range(20)))
+    vela = tmp_path / "vela"
+    return ["ingest", "--data", str(data), "--data-dir", str(vela), "--embedder", str(tiny_embedder_dir)]
+
+
+def test_ctrl_c_stops_after_the_batch_and_what_is_stored_is_searchable(
+    tmp_path: Path, tiny_embedder_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = [*_twenty(tmp_path, tiny_embedder_dir), "--collection", "c"]
+    _interrupt_during_the_first_batch(monkeypatch, signals=1)
+    assert main(args) == 130
+    out, err = capsys.readouterr()
+    assert "stopped at 5 of 20 documents" in err
+    printed = json.loads(out)
+    job = JobStore(tmp_path / "vela" / "jobs.sqlite3").get(printed["job_id"])
+    assert (job.status, job.done) == ("cancelled", 5)
+    stats = CollectionStore(tmp_path / "vela").get("c").stats()
+    assert stats["documents"] == 5 and stats["index"]["passages"] == stats["passages"] > 0  # published: searchable
+    monkeypatch.undo()
+    assert main(args) == 0  # the same command again stores the rest
+    assert CollectionStore(tmp_path / "vela").get("c").stats()["documents"] == 20
+
+
+def test_a_second_ctrl_c_stops_at_once_and_leaves_a_retryable_job(
+    tmp_path: Path, tiny_embedder_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _interrupt_during_the_first_batch(monkeypatch, signals=2)
+    assert main([*_twenty(tmp_path, tiny_embedder_dir), "--collection", "c"]) == 130
+    err = capsys.readouterr().err
+    job_id = next(line for line in err.splitlines() if line.startswith("job ")).split()[1].rstrip(":")
+    job = JobStore(tmp_path / "vela" / "jobs.sqlite3").get(job_id)
+    assert job.status == "failed" and "interrupted" in (job.error or "")  # not left `running`: it can be retried
+    assert "Traceback" not in err
