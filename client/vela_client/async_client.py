@@ -30,7 +30,7 @@ from vela_client.models import (
 )
 from vela_client.retry import RetryPolicy, retry_delay
 from vela_client.routes import Call
-from vela_client.waiting import AsyncProgressCallback, JobRef, JobWatch, finished, job_id_of
+from vela_client.waiting import AsyncProgressCallback, JobRef, JobWatch, check_wait_options, finished, job_id_of
 
 T = TypeVar("T")
 
@@ -122,6 +122,8 @@ class AsyncVelaClient:
         *,
         embedder: str | None = None,
         shards: int | None = None,
+        schema: Mapping[str, str] | None = None,
+        strict: bool = False,
         wait: Literal[False] = False,
     ) -> JobAccepted: ...
 
@@ -133,6 +135,8 @@ class AsyncVelaClient:
         *,
         embedder: str | None = None,
         shards: int | None = None,
+        schema: Mapping[str, str] | None = None,
+        strict: bool = False,
         wait: Literal[True],
         on_progress: AsyncProgressCallback | None = None,
         timeout: float | None = None,
@@ -145,16 +149,20 @@ class AsyncVelaClient:
         *,
         embedder: str | None = None,
         shards: int | None = None,
+        schema: Mapping[str, str] | None = None,
+        strict: bool = False,
         wait: bool = False,
         on_progress: AsyncProgressCallback | None = None,
         timeout: float | None = None,
     ) -> JobAccepted | Job:
-        """Upsert documents by id (the collection is created on first use, with `embedder` and `shards`).
+        """Upsert documents by id (the collection is created on first use, with `embedder`, `shards` and the
+        metadata fields `schema` declares, `strict` or not, as `set_schema` takes them; an existing collection must
+        have those, Conflict otherwise).
 
         Returns the accepted job at once; with `wait=True`, waits for it (see `wait_job`) and returns its final
         state, raising JobFailed if it did not succeed."""
-        accepted = await self._send(calls.index(collection, documents, embedder=embedder, shards=shards))
-        return await self._maybe_wait(accepted, wait, on_progress, timeout)
+        call = calls.index(collection, documents, embedder=embedder, shards=shards, schema=schema, strict=strict)
+        return await self._submit(call, wait, on_progress, timeout)
 
     @overload
     async def delete_document(self, collection: str, doc_id: str, *, wait: Literal[False] = False) -> JobAccepted: ...
@@ -180,8 +188,7 @@ class AsyncVelaClient:
         timeout: float | None = None,
     ) -> JobAccepted | Job:
         """Delete one document (any id: it is percent-encoded) through a job, like `index`."""
-        accepted = await self._send(calls.delete_document(collection, doc_id))
-        return await self._maybe_wait(accepted, wait, on_progress, timeout)
+        return await self._submit(calls.delete_document(collection, doc_id), wait, on_progress, timeout)
 
     async def get_document(self, collection: str, doc_id: str) -> StoredDocument:
         """A document as stored, with its passages; NotFound (`document_not_found` or `collection_not_found`)."""
@@ -249,8 +256,7 @@ class AsyncVelaClient:
     ) -> JobAccepted | Job:
         """New metadata for a document without re-embedding it, through a job: `merge` updates the given keys (a
         key set to None is stored as null), `replace` sets the whole metadata."""
-        accepted = await self._send(calls.patch_document(collection, doc_id, metadata, mode))
-        return await self._maybe_wait(accepted, wait, on_progress, timeout)
+        return await self._submit(calls.patch_document(collection, doc_id, metadata, mode), wait, on_progress, timeout)
 
     async def count(self, collection: str, filter: Mapping[str, Any] | None = None) -> int:
         """Documents of the searchable (committed) index with a live passage that passes `filter`."""
@@ -285,10 +291,37 @@ class AsyncVelaClient:
     ) -> JobAccepted | Job:
         """Declare the collection's metadata fields ({name: "keyword" | "integer" | "float" | "boolean" |
         "datetime"}) through a job, which fails (JobFailed with `wait=True`) when stored values do not fit."""
-        accepted = await self._send(calls.set_schema(collection, fields, strict))
-        return await self._maybe_wait(accepted, wait, on_progress, timeout)
+        return await self._submit(calls.set_schema(collection, fields, strict), wait, on_progress, timeout)
 
     # Generations: another embedder for a collection, without downtime
+
+    @overload
+    async def reindex(
+        self,
+        collection: str,
+        embedder: str,
+        *,
+        chunking: Mapping[str, int] | None = None,
+        promote: Literal["auto", "manual"] = "auto",
+        gate: Mapping[str, Any] | None = None,
+        reencode: bool = False,
+        wait: Literal[False] = False,
+    ) -> JobAccepted: ...
+
+    @overload
+    async def reindex(
+        self,
+        collection: str,
+        embedder: str,
+        *,
+        chunking: Mapping[str, int] | None = None,
+        promote: Literal["auto", "manual"] = "auto",
+        gate: Mapping[str, Any] | None = None,
+        reencode: bool = False,
+        wait: Literal[True],
+        on_progress: AsyncProgressCallback | None = None,
+        timeout: float | None = None,
+    ) -> Job: ...
 
     async def reindex(
         self,
@@ -308,8 +341,21 @@ class AsyncVelaClient:
         `promote` with promote="manual". A model that encodes documents as the current one does (a `vela adapt`
         model) gets the stored vectors copied; reencode=True encodes every document regardless. The job's `result`
         has the gate's NDCG@10 figures and how many documents were embedded or copied."""
-        accepted = await self._send(calls.reindex(collection, embedder, chunking, promote, gate, reencode))
-        return await self._maybe_wait(accepted, wait, on_progress, timeout)
+        call = calls.reindex(collection, embedder, chunking, promote, gate, reencode)
+        return await self._submit(call, wait, on_progress, timeout)
+
+    @overload
+    async def promote(self, collection: str, *, wait: Literal[False] = False) -> JobAccepted: ...
+
+    @overload
+    async def promote(
+        self,
+        collection: str,
+        *,
+        wait: Literal[True],
+        on_progress: AsyncProgressCallback | None = None,
+        timeout: float | None = None,
+    ) -> Job: ...
 
     async def promote(
         self,
@@ -320,8 +366,20 @@ class AsyncVelaClient:
         timeout: float | None = None,
     ) -> JobAccepted | Job:
         """Switch searches to the generation a manual reindex finished; Conflict when none waits."""
-        accepted = await self._send(calls.promote(collection))
-        return await self._maybe_wait(accepted, wait, on_progress, timeout)
+        return await self._submit(calls.promote(collection), wait, on_progress, timeout)
+
+    @overload
+    async def rollback(self, collection: str, *, wait: Literal[False] = False) -> JobAccepted: ...
+
+    @overload
+    async def rollback(
+        self,
+        collection: str,
+        *,
+        wait: Literal[True],
+        on_progress: AsyncProgressCallback | None = None,
+        timeout: float | None = None,
+    ) -> Job: ...
 
     async def rollback(
         self,
@@ -332,8 +390,7 @@ class AsyncVelaClient:
         timeout: float | None = None,
     ) -> JobAccepted | Job:
         """Switch searches back to the previous generation (kept until the next reindex); Conflict when none."""
-        accepted = await self._send(calls.rollback(collection))
-        return await self._maybe_wait(accepted, wait, on_progress, timeout)
+        return await self._submit(calls.rollback(collection), wait, on_progress, timeout)
 
     # Models and aliases
 
@@ -409,11 +466,12 @@ class AsyncVelaClient:
                 return finished(state, check=check)
             await anyio.sleep(watch.next_delay(state))
 
-    async def _maybe_wait(
-        self, accepted: JobAccepted, wait: bool, on_progress: AsyncProgressCallback | None, timeout: float | None
+    async def _submit(
+        self, call: Call[JobAccepted], wait: bool, on_progress: AsyncProgressCallback | None, timeout: float | None
     ) -> JobAccepted | Job:
+        """Send a write (after checking the waiting options, so that a bad one sends nothing), then maybe wait."""
+        check_wait_options(wait=wait, on_progress=on_progress, timeout=timeout)
+        accepted = await self._send(call)
         if not wait:
-            if on_progress is not None or timeout is not None:
-                raise ValueError("on_progress and timeout apply only with wait=True")
             return accepted
         return await self.wait_job(accepted, on_progress=on_progress, timeout=timeout)

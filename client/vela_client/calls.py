@@ -167,9 +167,19 @@ def _document(doc: DocumentLike) -> dict[str, Any]:
 
 
 def index(
-    collection: str, documents: Iterable[DocumentLike], *, embedder: str | None, shards: int | None
+    collection: str,
+    documents: Iterable[DocumentLike],
+    *,
+    embedder: str | None,
+    shards: int | None,
+    schema: Mapping[str, str] | None = None,
+    strict: bool = False,
 ) -> Call[JobAccepted]:
+    if strict and schema is None:
+        raise ValueError("strict applies only with a schema")
     body = _set(collection=collection, embedder=embedder, shards=shards)
+    if schema is not None:
+        body["schema"] = {"fields": dict(schema), "strict": strict}
     body["documents"] = [_document(d) for d in documents]
     return routes.INDEX.call(_model(JobAccepted), json=body)
 

@@ -29,7 +29,7 @@ from vela_client.models import (
 )
 from vela_client.retry import RetryPolicy, retry_delay
 from vela_client.routes import Call
-from vela_client.waiting import JobRef, JobWatch, ProgressCallback, finished, job_id_of
+from vela_client.waiting import JobRef, JobWatch, ProgressCallback, check_wait_options, finished, job_id_of
 
 T = TypeVar("T")
 
@@ -121,6 +121,8 @@ class VelaClient:
         *,
         embedder: str | None = None,
         shards: int | None = None,
+        schema: Mapping[str, str] | None = None,
+        strict: bool = False,
         wait: Literal[False] = False,
     ) -> JobAccepted: ...
 
@@ -132,6 +134,8 @@ class VelaClient:
         *,
         embedder: str | None = None,
         shards: int | None = None,
+        schema: Mapping[str, str] | None = None,
+        strict: bool = False,
         wait: Literal[True],
         on_progress: ProgressCallback | None = None,
         timeout: float | None = None,
@@ -144,16 +148,20 @@ class VelaClient:
         *,
         embedder: str | None = None,
         shards: int | None = None,
+        schema: Mapping[str, str] | None = None,
+        strict: bool = False,
         wait: bool = False,
         on_progress: ProgressCallback | None = None,
         timeout: float | None = None,
     ) -> JobAccepted | Job:
-        """Upsert documents by id (the collection is created on first use, with `embedder` and `shards`).
+        """Upsert documents by id (the collection is created on first use, with `embedder`, `shards` and the
+        metadata fields `schema` declares, `strict` or not, as `set_schema` takes them; an existing collection must
+        have those, Conflict otherwise).
 
         Returns the accepted job at once; with `wait=True`, waits for it (see `wait_job`) and returns its final
         state, raising JobFailed if it did not succeed."""
-        accepted = self._send(calls.index(collection, documents, embedder=embedder, shards=shards))
-        return self._maybe_wait(accepted, wait, on_progress, timeout)
+        call = calls.index(collection, documents, embedder=embedder, shards=shards, schema=schema, strict=strict)
+        return self._submit(call, wait, on_progress, timeout)
 
     @overload
     def delete_document(self, collection: str, doc_id: str, *, wait: Literal[False] = False) -> JobAccepted: ...
@@ -179,8 +187,7 @@ class VelaClient:
         timeout: float | None = None,
     ) -> JobAccepted | Job:
         """Delete one document (any id: it is percent-encoded) through a job, like `index`."""
-        accepted = self._send(calls.delete_document(collection, doc_id))
-        return self._maybe_wait(accepted, wait, on_progress, timeout)
+        return self._submit(calls.delete_document(collection, doc_id), wait, on_progress, timeout)
 
     def get_document(self, collection: str, doc_id: str) -> StoredDocument:
         """A document as stored, with its passages; NotFound (`document_not_found` or `collection_not_found`)."""
@@ -247,8 +254,7 @@ class VelaClient:
     ) -> JobAccepted | Job:
         """New metadata for a document without re-embedding it, through a job: `merge` updates the given keys (a
         key set to None is stored as null), `replace` sets the whole metadata."""
-        accepted = self._send(calls.patch_document(collection, doc_id, metadata, mode))
-        return self._maybe_wait(accepted, wait, on_progress, timeout)
+        return self._submit(calls.patch_document(collection, doc_id, metadata, mode), wait, on_progress, timeout)
 
     def count(self, collection: str, filter: Mapping[str, Any] | None = None) -> int:
         """Documents of the searchable (committed) index with a live passage that passes `filter`."""
@@ -283,10 +289,37 @@ class VelaClient:
     ) -> JobAccepted | Job:
         """Declare the collection's metadata fields ({name: "keyword" | "integer" | "float" | "boolean" |
         "datetime"}) through a job, which fails (JobFailed with `wait=True`) when stored values do not fit."""
-        accepted = self._send(calls.set_schema(collection, fields, strict))
-        return self._maybe_wait(accepted, wait, on_progress, timeout)
+        return self._submit(calls.set_schema(collection, fields, strict), wait, on_progress, timeout)
 
     # Generations: another embedder for a collection, without downtime
+
+    @overload
+    def reindex(
+        self,
+        collection: str,
+        embedder: str,
+        *,
+        chunking: Mapping[str, int] | None = None,
+        promote: Literal["auto", "manual"] = "auto",
+        gate: Mapping[str, Any] | None = None,
+        reencode: bool = False,
+        wait: Literal[False] = False,
+    ) -> JobAccepted: ...
+
+    @overload
+    def reindex(
+        self,
+        collection: str,
+        embedder: str,
+        *,
+        chunking: Mapping[str, int] | None = None,
+        promote: Literal["auto", "manual"] = "auto",
+        gate: Mapping[str, Any] | None = None,
+        reencode: bool = False,
+        wait: Literal[True],
+        on_progress: ProgressCallback | None = None,
+        timeout: float | None = None,
+    ) -> Job: ...
 
     def reindex(
         self,
@@ -306,8 +339,21 @@ class VelaClient:
         `promote` with promote="manual". A model that encodes documents as the current one does (a `vela adapt`
         model) gets the stored vectors copied; reencode=True encodes every document regardless. The job's `result`
         has the gate's NDCG@10 figures and how many documents were embedded or copied."""
-        accepted = self._send(calls.reindex(collection, embedder, chunking, promote, gate, reencode))
-        return self._maybe_wait(accepted, wait, on_progress, timeout)
+        call = calls.reindex(collection, embedder, chunking, promote, gate, reencode)
+        return self._submit(call, wait, on_progress, timeout)
+
+    @overload
+    def promote(self, collection: str, *, wait: Literal[False] = False) -> JobAccepted: ...
+
+    @overload
+    def promote(
+        self,
+        collection: str,
+        *,
+        wait: Literal[True],
+        on_progress: ProgressCallback | None = None,
+        timeout: float | None = None,
+    ) -> Job: ...
 
     def promote(
         self,
@@ -318,8 +364,20 @@ class VelaClient:
         timeout: float | None = None,
     ) -> JobAccepted | Job:
         """Switch searches to the generation a manual reindex finished; Conflict when none waits."""
-        accepted = self._send(calls.promote(collection))
-        return self._maybe_wait(accepted, wait, on_progress, timeout)
+        return self._submit(calls.promote(collection), wait, on_progress, timeout)
+
+    @overload
+    def rollback(self, collection: str, *, wait: Literal[False] = False) -> JobAccepted: ...
+
+    @overload
+    def rollback(
+        self,
+        collection: str,
+        *,
+        wait: Literal[True],
+        on_progress: ProgressCallback | None = None,
+        timeout: float | None = None,
+    ) -> Job: ...
 
     def rollback(
         self,
@@ -330,8 +388,7 @@ class VelaClient:
         timeout: float | None = None,
     ) -> JobAccepted | Job:
         """Switch searches back to the previous generation (kept until the next reindex); Conflict when none."""
-        accepted = self._send(calls.rollback(collection))
-        return self._maybe_wait(accepted, wait, on_progress, timeout)
+        return self._submit(calls.rollback(collection), wait, on_progress, timeout)
 
     # Models and aliases
 
@@ -404,11 +461,12 @@ class VelaClient:
                 return finished(state, check=check)
             time.sleep(watch.next_delay(state))
 
-    def _maybe_wait(
-        self, accepted: JobAccepted, wait: bool, on_progress: ProgressCallback | None, timeout: float | None
+    def _submit(
+        self, call: Call[JobAccepted], wait: bool, on_progress: ProgressCallback | None, timeout: float | None
     ) -> JobAccepted | Job:
+        """Send a write (after checking the waiting options, so that a bad one sends nothing), then maybe wait."""
+        check_wait_options(wait=wait, on_progress=on_progress, timeout=timeout)
+        accepted = self._send(call)
         if not wait:
-            if on_progress is not None or timeout is not None:
-                raise ValueError("on_progress and timeout apply only with wait=True")
             return accepted
         return self.wait_job(accepted, on_progress=on_progress, timeout=timeout)

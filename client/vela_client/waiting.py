@@ -26,14 +26,24 @@ def job_id_of(job: JobRef) -> str:
     return job
 
 
+def check_wait_options(
+    *, wait: bool = True, on_progress: object = None, timeout: float | None = None, poll_interval: float | None = None
+) -> None:
+    """Raise ValueError for waiting options that cannot apply. The write methods call it before they send anything,
+    so that a bad argument never leaves a job behind."""
+    if not wait and (on_progress is not None or timeout is not None):
+        raise ValueError("on_progress and timeout apply only with wait=True")
+    if timeout is not None and not timeout >= 0:  # NaN too
+        raise ValueError(f"timeout must be 0 or more seconds, not {timeout!r}")
+    if poll_interval is not None and not poll_interval > 0:
+        raise ValueError(f"poll_interval must be positive, not {poll_interval!r}")
+
+
 class JobWatch:
     """The clock and memory of one wait: which state was reported last, when to poll next, when to give up."""
 
     def __init__(self, *, timeout: float | None, poll_interval: float) -> None:
-        if poll_interval <= 0:
-            raise ValueError("poll_interval must be positive")
-        if timeout is not None and timeout < 0:
-            raise ValueError("timeout must not be negative")
+        check_wait_options(timeout=timeout, poll_interval=poll_interval)
         self._timeout = timeout
         self._deadline = None if timeout is None else time.monotonic() + timeout
         self._poll_interval = poll_interval

@@ -9,6 +9,7 @@ from collections.abc import Callable
 import pytest
 from vela_client import (
     AsyncVelaClient,
+    Conflict,
     DocumentPage,
     InvalidRequest,
     Job,
@@ -134,3 +135,24 @@ def test_set_schema_errors(client: VelaClient, notes: str) -> None:
         client.set_schema(notes, {"n": "number"})
     with pytest.raises(NotFound):
         client.set_schema("no-such-collection", {})
+
+
+def test_index_declares_the_schema_of_a_new_collection(client: VelaClient, unique: Callable[[str], str]) -> None:
+    name = unique("typed")
+    assert client.index(name, DOCS, schema={"n": "integer"}, strict=True, wait=True).succeeded
+    schema = client.get_collection(name).model_dump(by_alias=True)["schema"]
+    assert schema == {"fields": {"n": "integer"}, "strict": True}
+    assert client.count(name, SMALL) == 3
+    with pytest.raises(InvalidRequest) as strict:  # strict: a filter may name declared fields only
+        client.count(name, {"must": [{"key": "color", "match": {"value": "red"}}]})
+    assert strict.value.code == "invalid_filter"
+    with pytest.raises(InvalidRequest) as misfit:  # every later write is checked against the declared types
+        client.index(name, [{"id": "x", "text": "otters", "metadata": {"n": "seven"}}])
+    assert misfit.value.code == "invalid_metadata"
+    with pytest.raises(Conflict) as other:  # an existing collection must have the schema named
+        client.index(name, [{"id": "x", "text": "otters"}], schema={"n": "integer"})
+    assert "another schema" in other.value.message
+    job = client.index(
+        name, [{"id": "x", "text": "otters", "metadata": {"n": 8}}], schema={"n": "integer"}, strict=True
+    )
+    assert client.wait_job(job).succeeded and client.get_collection(name).documents == len(DOCS) + 1

@@ -1,15 +1,20 @@
-"""The retry policy and error mapping on their own: Retry-After forms, bounds, and bodies that are not JSON."""
+"""The retry policy and error mapping on their own: Retry-After forms, bounds, bodies that are not JSON, and the
+calls the documentation says are not sent again."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
+from pathlib import Path
 
 import httpx
 import pytest
-from vela_client import InvalidRequest, RetryPolicy, ServerError, Unavailable, VelaError
+from vela_client import InvalidRequest, RetryPolicy, ServerError, Unavailable, VelaClient, VelaError, routes
 from vela_client.errors import error_from_response
 from vela_client.retry import parse_retry_after
+
+CLIENT_DOC = Path(__file__).resolve().parents[2] / "docs" / "client.md"
 
 
 def test_retry_after_seconds_and_dates() -> None:
@@ -49,3 +54,12 @@ def test_errors_from_bodies_of_every_kind() -> None:
     teapot = error_from_response(_response(418, json=["not", "the", "shape"]))
     assert type(teapot) is VelaError and teapot.status == 418
     assert str(shaped) == "k: too small (HTTP 422, code invalid_request)"
+
+
+def test_the_docs_list_every_call_not_sent_again_after_a_broken_connection() -> None:
+    # Each such route's constant is its method's name in capitals (DELETE_ALIAS: delete_alias).
+    declared = {n.lower() for n, r in vars(routes).items() if isinstance(r, routes.Route) and not r.idempotent}
+    assert declared and all(hasattr(VelaClient, name) for name in declared)
+    text = " ".join(CLIENT_DOC.read_text().split())
+    bullet = text[text.index("after a connection broke mid-request") : text.index("Connections that could not")]
+    assert set(re.findall(r"`(\w+)`", bullet)) == declared

@@ -1,4 +1,4 @@
-"""The client keeps up with the API's schemas: a search option, reindex parameter or response field the server has
+"""The client keeps up with the API's schemas: a search option, index, schema or reindex parameter or response field
 and the client lacks fails here (add it to vela_client/models.py or calls.py and both clients)."""
 
 from __future__ import annotations
@@ -44,7 +44,19 @@ def test_client_models_have_every_server_field(client: type[BaseModel], server: 
     assert _fields(server) - _fields(client) == set()
 
 
+Client = type[VelaClient] | type[AsyncVelaClient]
+
+
 @pytest.mark.parametrize("cls", [VelaClient, AsyncVelaClient])
-def test_reindex_takes_every_request_field(cls: type) -> None:
+def test_reindex_takes_every_request_field(cls: Client) -> None:
     params = set(inspect.signature(cls.reindex).parameters)
     assert _fields(reindex_schemas.ReindexRequest) - params == set()
+
+
+@pytest.mark.parametrize("cls", [VelaClient, AsyncVelaClient])
+def test_index_and_set_schema_take_every_request_field(cls: Client) -> None:
+    index = set(inspect.signature(cls.index).parameters)
+    assert _fields(schemas.IndexRequest) - index == set()
+    # The schema's own fields: `fields` is index's `schema` (and set_schema's `fields`), `strict` is `strict`.
+    assert _fields(schemas.CollectionSchema) - {"fields"} - index == set()
+    assert _fields(schemas.CollectionSchema) - set(inspect.signature(cls.set_schema).parameters) == set()

@@ -1,0 +1,79 @@
+"""Every write method, in both clients, checks its waiting arguments before it sends anything: a bad one raises
+ValueError and the real server has seen no request and holds what it held before."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from vela_client import NotFound, VelaClient
+
+from tests.client.conftest import API_KEY
+
+# Waiting options that cannot apply: without wait=True, or a timeout that is not a number of seconds.
+BAD: list[dict[str, Any]] = [
+    {"on_progress": print},
+    {"timeout": 1.0},
+    {"on_progress": print, "timeout": 1.0},
+    {"wait": True, "timeout": -1},
+    {"wait": True, "timeout": float("nan")},
+]
+
+Write = Callable[[VelaClient, str, dict[str, Any]], object]
+WRITES: dict[str, Write] = {
+    "index": lambda c, name, bad: c.index(name, [{"id": "late1", "text": "late otters"}], **bad),
+    "delete_document": lambda c, name, bad: c.delete_document(name, "d0", **bad),
+    "patch_document": lambda c, name, bad: c.patch_document(name, "d0", {"n": 99}, mode="replace", **bad),
+    "set_schema": lambda c, name, bad: c.set_schema(name, {"n": "keyword"}, strict=True, **bad),
+    "reindex": lambda c, name, bad: c.reindex(name, "default", **bad),
+    "promote": lambda c, name, bad: c.promote(name, **bad),
+    "rollback": lambda c, name, bad: c.rollback(name, **bad),
+}
+
+
+@pytest.fixture(scope="module")
+def settled(vela_url: str) -> str:
+    """A collection no write of these tests may change (made once, with a plain client)."""
+    name = "settled-writes"
+    with VelaClient(vela_url, api_key=API_KEY) as vela:
+        vela.index(name, [{"id": f"d{i}", "text": f"note {i}", "metadata": {"n": i}} for i in range(3)], wait=True)
+    return name
+
+
+def writes_seen(client: VelaClient) -> int:
+    """Requests other than GETs the server has answered, by its own request counter (GET /metrics)."""
+    total = 0.0
+    for line in client.metrics().splitlines():
+        if line.startswith("vela_http_requests_total{") and 'method="GET"' not in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return int(total)
+
+
+def state(client: VelaClient, name: str) -> dict[str, Any]:
+    """What a write would change: the collection (counts, schema, generations) and its documents."""
+    documents = {d.id: d.metadata for d in client.scroll_documents(name).documents}
+    return {"collection": client.get_collection(name).model_dump(), "documents": documents}
+
+
+@pytest.mark.parametrize("method", sorted(WRITES))
+def test_a_bad_waiting_argument_sends_nothing(client: VelaClient, settled: str, method: str) -> None:
+    before, seen = state(client, settled), writes_seen(client)
+    for bad in BAD:
+        with pytest.raises(ValueError, match="only with wait=True|timeout must be"):
+            WRITES[method](client, settled, bad)
+    assert writes_seen(client) == seen, "a request was sent"
+    assert state(client, settled) == before
+    with pytest.raises(NotFound):
+        client.get_document(settled, "late1")
+
+
+def test_a_bad_waiting_argument_creates_no_collection(client: VelaClient, unique: Callable[[str], str]) -> None:
+    name = unique("never")
+    for bad in BAD:
+        with pytest.raises(ValueError):
+            client.index(name, [{"id": "a", "text": "x"}], schema={"n": "integer"}, **bad)
+    with pytest.raises(ValueError, match="strict applies only with a schema"):
+        client.index(name, [{"id": "a", "text": "x"}], strict=True)
+    with pytest.raises(NotFound):
+        client.get_collection(name)
