@@ -73,7 +73,12 @@ def _typed(x: Any, kind: str, vocab: dict[str, int]) -> Any:
     if kind == "boolean":
         return int(x) if isinstance(x, bool) else None
     if kind == "float":
-        return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else None
+        if not isinstance(x, int | float) or isinstance(x, bool):
+            return None
+        try:
+            return float(x)
+        except OverflowError:  # an integer beyond any float (10**400): stored, never indexed or matched
+            return None
     if kind == "datetime":
         return parse_datetime(x)
     raise ValueError(f"unknown field type {kind!r}")
@@ -143,15 +148,23 @@ class Payload:
         if isinstance(node, Match):
             if kind == "keyword":
                 codes = [col.vocab[v] for v in node.values if v in col.vocab]
-            else:
-                codes = [int(v) for v in node.values]
+            else:  # a value outside int64 equals no stored value (and would overflow the array)
+                codes = [int(v) for v in node.values if -(2**63) <= v < 2**63]
             return col.rows_where(np.isin(col.values, np.asarray(codes, np.int64)), n)
         assert isinstance(node, Range)
         hit = np.ones(col.values.shape[0], bool)
         v = col.values
         for bound, op in ((node.gt, np.greater), (node.gte, np.greater_equal), (node.lt, np.less)):
             if bound is not None:
-                hit &= op(v, bound)
+                hit &= op(v, _comparable(bound))
         if node.lte is not None:
-            hit &= v <= node.lte
+            hit &= v <= _comparable(node.lte)
         return col.rows_where(hit, n)
+
+
+def _comparable(bound: float) -> float:
+    """A range bound numpy can compare with an int64 or float64 column: an integer beyond int64 (which JSON
+    allows) is the infinity on its side, which orders against every stored value as it would."""
+    if isinstance(bound, int) and not -(2**63) <= bound < 2**63:
+        return float("inf") if bound > 0 else float("-inf")
+    return bound

@@ -203,3 +203,19 @@ def test_a_scroll_visits_every_document_once_while_writers_run(server: Server, s
     assert len(seen) == len(set(seen)), "a document came twice"
     assert seen == sorted(seen)
     assert {d["id"] for d in initial} <= set(seen), "a document present at the start was missed"
+
+
+def test_ids_with_newlines_address_their_own_document(server: Server) -> None:
+    """`/documents/a%0A` once read, patched and deleted document `a`: a route's `$` matched before the newline."""
+    client, _ = server
+    ids = ["a", "a\n", "\na", "x\ny", "\r\n"]
+    index(client, "newlines", [{"id": i, "text": f"text of {i!r}"} for i in ids])
+    for i in ids:
+        got = client.get(f"/collections/newlines/documents/{quote(i, safe='')}")
+        assert got.status_code == 200 and got.json()["id"] == i, (i, got.text)
+    path = "/collections/newlines/documents/"
+    run_job(client, client.patch(path + quote("a\n", safe=""), json={"metadata": {"k": 1}}))
+    run_job(client, client.delete(path + quote("x\ny", safe="")))
+    left = {d["id"]: d.get("metadata") for d in scroll_all(client, "newlines")[0]}
+    assert set(left) == {"a", "a\n", "\na", "\r\n"}
+    assert left["a\n"] == {"k": 1} and not left["a"]  # the patch reached "a\n", not "a"

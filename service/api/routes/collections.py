@@ -4,6 +4,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response, status
 
+import service.api.doc_id_path  # noqa: F401  registers {doc_id:doc_id} before the routes below
 from indexing.collection import CollectionConflict, CollectionNotFound
 from indexing.jobs import Job, JobKind
 from service.deps import State
@@ -135,10 +136,11 @@ def remove_collection(name: str, state: State) -> Response:
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-# `:path` so that any document id can be addressed, "/" included (percent-encode it, or not): ids are free-form
-# strings at ingest, and every id that can be indexed must be deletable.
+# `:doc_id` (service/api/doc_id_path.py) so that any document id can be addressed, "/" and newlines included
+# (percent-encode them, or not for "/"): ids are free-form strings at ingest, and every id that can be indexed
+# must be deletable.
 @router.delete(
-    "/{name}/documents/{doc_id:path}",
+    "/{name}/documents/{doc_id:doc_id}",
     status_code=status.HTTP_202_ACCEPTED,
     response_model=JobAccepted,
     responses=NOT_FOUND,

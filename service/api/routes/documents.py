@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response, status
 
+import service.api.doc_id_path  # noqa: F401  registers {doc_id:doc_id} before the routes below
 from indexing.collection import Collection, CollectionNotFound
 from indexing.docstore import DocumentRecord
 from indexing.filters import Node
@@ -117,7 +118,7 @@ def scroll_documents(
 
 
 # `:path`, as for DELETE: any document id can be addressed, "/" included.
-@router.get("/{name}/documents/{doc_id:path}", response_model=DocumentOut, responses=ERRORS)
+@router.get("/{name}/documents/{doc_id:doc_id}", response_model=DocumentOut, responses=ERRORS)
 def read_document(name: str, doc_id: str, state: State) -> DocumentOut:
     """One document exactly as stored: title, text, metadata, and its passages (ids and character offsets)."""
     try:
@@ -131,7 +132,7 @@ def read_document(name: str, doc_id: str, state: State) -> DocumentOut:
 
 
 @router.patch(
-    "/{name}/documents/{doc_id:path}",
+    "/{name}/documents/{doc_id:doc_id}",
     status_code=status.HTTP_202_ACCEPTED,
     response_model=JobAccepted,
     responses=ERRORS,
