@@ -24,6 +24,7 @@ Every fault is a FilterError naming the JSON path of the fault ("filter.must[0].
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -31,7 +32,8 @@ from typing import Any, Literal
 
 FieldType = Literal["keyword", "integer", "float", "boolean", "datetime"]
 FIELD_TYPES: tuple[str, ...] = ("keyword", "integer", "float", "boolean", "datetime")
-MAX_CONDITIONS = 256  # a filter's leaves and nodes together: bounds the work of one request
+MAX_CONDITIONS = 256  # a filter's leaf conditions (match, range, exists, is_null): bounds the work of one request
+MAX_NESTED = 256  # a filter's nested filters (boolean nodes below the root), bounded apart: {"must": []} holds none
 MAX_DEPTH = 8
 MAX_ANY = 1024  # values of one any-of
 RANGE_OPS = ("gt", "gte", "lt", "lte")
@@ -118,19 +120,24 @@ def _is_number(v: Any) -> bool:
 class _Parser:
     def __init__(self, schema: Schema) -> None:
         self.schema = schema
-        self.count = 0
+        self.conditions = 0  # leaves so far
+        self.nested = 0  # boolean nodes so far, the root aside
 
     def node(self, raw: Any, path: str, depth: int) -> Node:
-        self.count += 1
-        if self.count > MAX_CONDITIONS:
-            raise FilterError(path, f"a filter may hold at most {MAX_CONDITIONS} conditions")
         if depth > MAX_DEPTH:
             raise FilterError(path, f"filters nest at most {MAX_DEPTH} levels deep")
         if not isinstance(raw, dict):
             raise FilterError(path, "expected an object (a condition or a must/should/must_not filter)")
         keys = set(raw)
         if keys and keys <= {"must", "should", "must_not"}:
+            if depth > 0:
+                self.nested += 1
+                if self.nested > MAX_NESTED:
+                    raise FilterError(path, f"a filter may hold at most {MAX_NESTED} nested filters")
             return self.boolean(raw, path, depth)
+        self.conditions += 1
+        if self.conditions > MAX_CONDITIONS:
+            raise FilterError(path, f"a filter may hold at most {MAX_CONDITIONS} conditions")
         if "key" in raw:
             return self.field(raw, path)
         for op, cls in (("exists", Exists), ("is_null", IsNull)):
@@ -232,6 +239,9 @@ def parse_filter(raw: Any, schema: Schema | None = None, path: str = "filter") -
     return _Parser(schema or Schema({})).node(raw, path, 0)
 
 
+_FLOAT_MAX = int(sys.float_info.max)
+
+
 def value_fits(value: Any, kind: str) -> bool:
     """Whether a metadata value suits a declared field: a value of its type, a list of them, or null."""
     if value is None:
@@ -241,8 +251,8 @@ def value_fits(value: Any, kind: str) -> bool:
         return all(isinstance(v, str) for v in items)
     if kind == "integer":
         return all(isinstance(v, int) and not isinstance(v, bool) and abs(v) < 2**63 for v in items)
-    if kind == "float":
-        return all(_is_number(v) for v in items)
+    if kind == "float":  # an integer JSON allows but no float holds (10**400) is refused, not stored
+        return all(_is_number(v) and (not isinstance(v, int) or abs(v) <= _FLOAT_MAX) for v in items)
     if kind == "boolean":
         return all(isinstance(v, bool) for v in items)
     if kind == "datetime":

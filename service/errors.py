@@ -55,6 +55,8 @@ def error_response(
     headers: Mapping[str, str] | None = None,
 ) -> JSONResponse:
     body: dict[str, Any] = {"code": code, "message": message}
+    if status == 422 and not details:  # every 422 lists its problems, as a validation error does (here, one)
+        details = [{"loc": [], "msg": message, "type": code}]
     if details:
         body["details"] = details
     request_id = REQUEST_ID.get()
@@ -114,16 +116,16 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code == 400:
             # FastAPI's "error parsing the body" (not UTF-8, JSON nested past the parser's recursion limit): one
-            # malformed body is one kind of error, the same 422 as JSON with a syntax error.
-            return error_response(422, "invalid_request", _unparsable(exc))
+            # malformed body is one kind of error, the same 422 as JSON with a syntax error (and the same type).
+            message = _unparsable(exc)
+            return error_response(
+                422, "invalid_request", message, [{"loc": [], "msg": message, "type": "json_invalid"}]
+            )
         code = getattr(exc, "code", None) or STATUS_CODES.get(exc.status_code, "error")
         headers = exc.headers
         if exc.status_code == 405:
             headers = {**(headers or {}), "Allow": _allowed(request)}
-        details: list[dict[str, Any]] | None = None
-        if exc.status_code == 422:  # every 422 lists its problems, as a validation error does (here, one)
-            details = [{"loc": [], "msg": str(exc.detail), "type": code}]
-        return error_response(exc.status_code, code, str(exc.detail), details, headers=headers)
+        return error_response(exc.status_code, code, str(exc.detail), headers=headers)
 
     @app.exception_handler(Exception)
     async def _unhandled(request: Request, exc: Exception) -> JSONResponse:

@@ -17,6 +17,7 @@ from service.api.routes import aliases, collections, documents, health, index, j
 from service.deps import require_api_key
 from service.errors import install_error_handlers
 from service.middleware import limit_body, request_guard, require_key
+from service.openapi import install_openapi
 from service.schemas import ErrorResponse
 from service.settings import Settings
 from service.state import build_state, start, stop
@@ -90,4 +91,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(health.metrics_router, **secured)
     else:
         app.include_router(health.metrics_router)
+    install_openapi(app)  # every 422 in the document is the error shape the handlers send
     return app

@@ -82,6 +82,38 @@ def test_malformed_json_is_422(small: httpx.Client) -> None:
     assert r.status_code == 422 and "request body is not valid JSON" in r.json()["error"]["message"]
 
 
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b'{"collection": "c", "query": ', "request body is not valid JSON"),
+        (b'{"collection": "c", "query": "\xff"}', "request body is not valid JSON: it is not UTF-8"),
+        (b"[" * 40_000 + b"]" * 40_000, "request body is not valid JSON: it is nested too deeply"),
+    ],
+    ids=["syntax", "not-utf8", "too-deep"],
+)
+def test_an_unparsable_body_is_422_with_details(small: httpx.Client, content: bytes, message: str) -> None:
+    # Every 422 lists its problems (docs/api.md), a body the parser gives up on included.
+    r = small.post("/search", content=content, headers={"content-type": "application/json"})
+    assert r.status_code == 422, r.text
+    err = _error(r)
+    assert err["code"] == "invalid_request" and err["message"] == message
+    details = err["details"]
+    assert isinstance(details, list) and details
+    assert all(isinstance(d["loc"], list) and message in d["msg"] for d in details)
+    assert small.get("/healthz").status_code == 200
+
+
+def test_every_422_has_details(small: httpx.Client) -> None:
+    for r in (
+        _search(small, k=0),  # a validation error
+        small.post("/index", json={"collection": "dups", "documents": [OK_DOC, OK_DOC]}),  # raised by a route
+        _search(small, filter={"must": [{"key": "k", "match": {"values": 1}}]}),  # a filter's fault
+    ):
+        assert r.status_code == 422, r.text
+        details = r.json()["error"]["details"]
+        assert details and all({"loc", "msg"} <= set(d) and isinstance(d["loc"], list) for d in details), r.text
+
+
 def test_duplicate_ids_are_422_and_nothing_is_written(small: httpx.Client) -> None:
     r = small.post("/index", json={"collection": "dups", "documents": [OK_DOC, OK_DOC]})
     assert r.status_code == 422 and "duplicate document ids in one request: ['a']" in r.json()["error"]["message"]
@@ -198,3 +230,15 @@ def test_a_long_unknown_id_is_not_echoed_in_full(small: httpx.Client) -> None:
     assert r.status_code == 404 and r.json()["error"]["code"] == "job_not_found"
     message = r.json()["error"]["message"]
     assert len(message) < 200 and "first 100 of 5000 characters" in message
+
+
+def test_a_filter_holds_256_conditions(small: httpx.Client) -> None:
+    # docs/filters.md: "A filter holds at most 256 conditions" (the filter's own node is not one of them).
+    should = [{"key": "k", "match": {"value": f"v{i}"}} for i in range(257)]
+    assert _search(small, filter={"should": should[:256]}).status_code == 200
+    r = _search(small, filter={"should": should})
+    assert r.status_code == 422, r.text
+    err = _error(r)
+    assert err["code"] == "invalid_filter"
+    assert err["message"] == "filter.should[256]: a filter may hold at most 256 conditions"
+    assert err["details"][0]["loc"] == [] and err["details"][0]["msg"] == err["message"]

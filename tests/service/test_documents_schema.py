@@ -141,3 +141,24 @@ def test_schema_request_errors(server: Server) -> None:
     for body in bodies:
         r = client.put("/collections/schema-bad/schema", json=body)
         assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_request", body
+
+
+def test_an_integer_no_float_holds_is_refused_for_a_float_field(server: Server) -> None:
+    """10**400 is valid JSON. In a float field it once failed the job after the segment holding it was
+    published, and every later load of the collection (search, listing, delete, the job runner) failed."""
+    client, _ = server
+    huge = 10**400
+    body = {"collection": "floats", "schema": {"fields": {"score": "float"}}}
+    index(client, "floats", [{"id": "a", "text": "alpha", "metadata": {"score": 1.5}}], schema=body["schema"])
+    r = client.post("/index", json={**body, "documents": [{"id": "b", "text": "alpha", "metadata": {"score": huge}}]})
+    assert r.status_code == 422 and "metadata.score" in r.json()["error"]["message"], r.text
+    r = client.patch("/collections/floats/documents/a", json={"metadata": {"score": [2.5, huge]}})
+    assert r.status_code == 422, r.text
+    # Stored while undeclared, then declared: the schema job fails and changes nothing.
+    index(client, "later", [{"id": "a", "text": "alpha", "metadata": {"score": huge}}])
+    job = run_job(client, client.put("/collections/later/schema", json={"fields": {"score": "float"}}), "failed")
+    assert "['a']" in job["error"]
+    for name in ("floats", "later"):
+        r = client.post("/search", json={"collection": name, "query": "alpha", "mode": "bm25"})
+        assert r.status_code == 200 and [h["id"] for h in r.json()["hits"]] == ["a"]
+    assert client.get("/collections").status_code == 200

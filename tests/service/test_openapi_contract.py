@@ -3,14 +3,17 @@ API keys on, nothing private is public: metrics and docs can be put behind the k
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from fastapi import FastAPI
 
-from service.schemas import NOT_BLANK
+from service.openapi import install_openapi
+from service.schemas import NOT_BLANK, ErrorResponse
 from tests.service.conftest import running_server, wait_job
 
 RESOURCE_OPERATIONS = {
@@ -34,15 +37,42 @@ def _schema(spec: dict[str, Any], name: str) -> dict[str, Any]:
     return dict(spec["components"]["schemas"][name])
 
 
+ERROR_REF = {"$ref": "#/components/schemas/ErrorResponse"}
+# Operations FastAPI gave its own 422 (HTTPValidationError) before the document was rewritten.
+DEFAULT_422_OPERATIONS = {
+    ("/jobs/{job_id}", "get"),
+    ("/jobs/{job_id}", "delete"),
+    ("/jobs/{job_id}/retry", "post"),
+    ("/collections/{name}", "get"),
+    ("/collections/{name}", "delete"),
+    ("/collections/{name}/promote", "post"),
+    ("/collections/{name}/rollback", "post"),
+    ("/collections/{name}/documents/{doc_id}", "delete"),
+}
+
+
+def _assert_every_422_is_the_error_model(spec: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    """No trace of FastAPI's {"detail": [...]} shape, which the server never sends; the declared 422s."""
+    text = json.dumps(spec)
+    assert "HTTPValidationError" not in text and "#/components/schemas/ValidationError" not in text
+    assert not {"HTTPValidationError", "ValidationError"} & set(spec["components"]["schemas"])
+    declared = {key: op["responses"]["422"] for key, op in _operations(spec).items() if "422" in op["responses"]}
+    for key, response in declared.items():
+        assert response["content"] == {"application/json": {"schema": ERROR_REF}}, key
+    return declared
+
+
 def test_security_is_declared_only_when_keys_are_on(tmp_path: Path) -> None:
     with running_server(tmp_path / "off") as client:
         spec = client.get("/openapi.json").json()
+    _assert_every_422_is_the_error_model(spec)
     assert "securitySchemes" not in spec.get("components", {})
     for key, op in _operations(spec).items():
         assert "security" not in op and "401" not in op["responses"], key
 
     with running_server(tmp_path / "on", api_keys="k1") as client:
         spec = client.get("/openapi.json").json()  # the docs are public unless VELA_PROTECT_DOCS is set
+    _assert_every_422_is_the_error_model(spec)
     ops = _operations(spec)
     assert set(ops) >= RESOURCE_OPERATIONS
     for key in RESOURCE_OPERATIONS:
@@ -52,6 +82,45 @@ def test_security_is_declared_only_when_keys_are_on(tmp_path: Path) -> None:
         }, key
     for key in (("/healthz", "get"), ("/readyz", "get"), ("/metrics", "get")):
         assert "security" not in ops[key] and "401" not in ops[key]["responses"], key
+
+
+def test_every_422_is_declared_as_the_error_the_server_sends(server: httpx.Client) -> None:
+    spec = server.get("/openapi.json").json()
+    declared = _assert_every_422_is_the_error_model(spec)
+    assert set(declared) >= DEFAULT_422_OPERATIONS | {("/search", "post"), ("/index", "post")}
+    assert server.get("/openapi.json").json() == spec  # served from the cache, rewritten once
+    # What the document declares is what comes: a validation error and a check after it, both in ErrorResponse.
+    for r in (server.get("/aliases/not%20a%20name"), server.post("/search", json={"collection": "c", "query": ""})):
+        assert r.status_code == 422, r.text
+        body = ErrorResponse.model_validate(r.json())
+        assert body.error.code == "invalid_request" and body.error.details, r.text
+
+
+def test_the_rewrite_adds_the_error_model_where_no_route_declared_it() -> None:
+    app = FastAPI()
+
+    @app.get("/things/{thing_id}")
+    def _thing(thing_id: int) -> dict[str, int]:
+        return {"id": thing_id}
+
+    install_openapi(app)
+    spec = app.openapi()
+    declared = _assert_every_422_is_the_error_model(spec)
+    assert set(declared) == {("/things/{thing_id}", "get")}
+    assert {"ErrorResponse", "ErrorBody"} <= set(spec["components"]["schemas"])
+    assert spec["components"]["schemas"]["ErrorResponse"]["properties"]["error"] == {
+        "$ref": "#/components/schemas/ErrorBody"
+    }
+    assert app.openapi() is spec
+
+    @app.get("/more/{n}")  # a route added later: FastAPI generates a new document, rewritten in turn
+    def _more(n: int) -> dict[str, int]:
+        return {"n": n}
+
+    assert set(_assert_every_422_is_the_error_model(app.openapi())) == {
+        ("/things/{thing_id}", "get"),
+        ("/more/{n}", "get"),
+    }
 
 
 def test_string_bounds_are_in_the_schema(server: httpx.Client) -> None:
@@ -87,7 +156,7 @@ def test_cancelling_an_ended_job_is_a_documented_409(server: httpx.Client) -> No
     [
         ("TRACE", "/search", "POST"),
         ("PUT", "/collections", "GET"),
-        ("PATCH", "/healthz", "GET"),
+        ("PATCH", "/healthz", "GET, HEAD"),
         ("OPTIONS", "/collections/x", "DELETE, GET"),  # every route of the path, not only the first
         ("POST", "/jobs/j1", "DELETE, GET"),
     ],

@@ -1,0 +1,78 @@
+"""The OpenAPI document says the error shape the server sends: every 422 is an `ErrorResponse`.
+
+FastAPI adds a 422 to each operation with parameters or a body that does not declare one, with its own
+`HTTPValidationError` (`{"detail": [...]}`), a shape this server never sends (service/errors.py answers every
+error as `{"error": {...}}`). Rather than declare 422 on every route, the generated document is rewritten once:
+those 422s reference `ErrorResponse`, and FastAPI's two validation schemas, then unused, are dropped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import FastAPI
+
+from service.schemas import ErrorResponse
+
+REF = "#/components/schemas/"
+ERROR_MODEL = ErrorResponse.__name__
+FASTAPI_VALIDATION = ("HTTPValidationError", "ValidationError")  # FastAPI's default 422 body and its items
+
+
+def _error_components() -> dict[str, Any]:
+    """The error model and the models it references, as component schemas."""
+    schema = ErrorResponse.model_json_schema(ref_template=REF + "{model}")
+    components: dict[str, Any] = schema.pop("$defs", {})
+    components[ERROR_MODEL] = schema
+    return components
+
+
+def _referenced(value: Any, name: str) -> bool:
+    return f'"{REF}{name}"' in json.dumps(value)
+
+
+def _error_422() -> dict[str, Any]:
+    return {
+        "description": "Unprocessable Entity",
+        "content": {"application/json": {"schema": {"$ref": REF + ERROR_MODEL}}},
+    }
+
+
+def use_error_model_for_422(spec: dict[str, Any]) -> dict[str, Any]:
+    """`spec` with every 422 that references FastAPI's HTTPValidationError referencing the error model instead
+    (rewritten in place, and returned); FastAPI's validation schemas are removed once nothing references them."""
+    schemas: dict[str, Any] = spec.setdefault("components", {}).setdefault("schemas", {})
+    rewritten = False
+    for operations in spec.get("paths", {}).values():
+        for operation in operations.values():
+            responses = operation.get("responses", {})
+            if "422" in responses and _referenced(responses["422"], FASTAPI_VALIDATION[0]):
+                responses["422"] = _error_422()
+                rewritten = True
+    if rewritten:
+        for name, schema in _error_components().items():
+            schemas.setdefault(name, schema)
+    for name in FASTAPI_VALIDATION:  # HTTPValidationError first: it is what references ValidationError
+        if name in schemas:
+            schema = schemas.pop(name)
+            if _referenced(spec, name):  # still used by something else: kept
+                schemas[name] = schema
+    return spec
+
+
+def install_openapi(app: FastAPI) -> None:
+    """Serve the rewritten document at /openapi.json (and to /docs, /redoc): FastAPI's documented way to change the
+    generated schema is to replace `app.openapi` (https://fastapi.tiangolo.com/how-to/extending-openapi/)."""
+    generate: Callable[[], dict[str, Any]] = app.openapi
+    # The document last rewritten: FastAPI caches it, and generates a new one when the routes change.
+    last: list[dict[str, Any]] = []
+
+    def openapi() -> dict[str, Any]:
+        spec = generate()
+        if not last or last[0] is not spec:
+            last[:] = [use_error_model_for_422(spec)]
+        return spec
+
+    app.openapi = openapi  # type: ignore[method-assign]
