@@ -115,6 +115,8 @@ def submit_upsert(
     """Validate limits, make sure the collection exists, check the metadata against its declared fields,
     store the job durably, then queue it."""
     check_limits(state=state, documents=documents)
+    if schema is not None:  # the request's own schema first: a refused request makes no collection
+        check_metadata_types(schema=schema, documents=documents)
     coll = get_or_create_collection(state=state, name=collection, embedder=embedder, shards=shards, schema=schema)
     check_metadata_types(schema=coll.settings.schema, documents=documents)
     job = state.jobs.create(collection=collection, kind=JobKind.UPSERT, payload=documents)

@@ -149,6 +149,9 @@ class JobOut(BaseModel):
     error: str | None
     worker: str | None = Field(None, description="the worker that runs (or last ran) the job")
     attempts: int = Field(0, description="how many times a worker started it (more than 1 after a crash)")
+    cancel_requested: bool = Field(
+        False, description="a cancel was asked for: a running job stops at its next batch (one in its last finishes)"
+    )
     created_at: float
     started_at: float | None
     finished_at: float | None

@@ -119,7 +119,11 @@ def maintain(collections: CollectionStore, jobs: JobStore) -> None:
     (a write a crash cut short is finished or undone), and the generations of reindexes that are over removed
     (a running one resumes)."""
     for name in collections.names():
-        outcome = collections.get(name).check_consistency()
+        try:
+            outcome = collections.get(name).check_consistency()
+        except Exception:  # one broken collection must not keep every other one's jobs from running
+            log.exception("collection check failed", extra={"collection": name})
+            continue
         log.info("collection checked", extra={"collection": name, "outcome": outcome})
     clean_all(collections, jobs)
 

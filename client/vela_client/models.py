@@ -46,6 +46,7 @@ class Job(_Response):
     error: str | None = None
     worker: str | None = None
     attempts: int = 0
+    cancel_requested: bool = False  # a running job stops at its next batch; one in its last finishes
     created_at: float
     started_at: float | None = None
     finished_at: float | None = None

@@ -162,3 +162,11 @@ def test_an_integer_no_float_holds_is_refused_for_a_float_field(server: Server) 
         r = client.post("/search", json={"collection": name, "query": "alpha", "mode": "bm25"})
         assert r.status_code == 200 and [h["id"] for h in r.json()["hits"]] == ["a"]
     assert client.get("/collections").status_code == 200
+
+
+def test_documents_that_do_not_fit_the_schema_they_come_with_make_no_collection(server: Server) -> None:
+    client, _ = server
+    body = {"collection": "never", "schema": {"fields": {"year": "integer"}}}
+    r = client.post("/index", json={**body, "documents": [{"id": "a", "text": "alpha", "metadata": {"year": "x"}}]})
+    assert r.status_code == 422, r.text
+    assert client.get("/collections/never").status_code == 404

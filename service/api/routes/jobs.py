@@ -23,6 +23,7 @@ def job_out(job: Job, worker: str | None = None) -> JobOut:
         error=job.error,
         worker=worker,
         attempts=job.attempts,
+        cancel_requested=job.cancel_requested,
         created_at=job.created_at,
         started_at=job.started_at,
         finished_at=job.finished_at,
