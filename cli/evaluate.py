@@ -196,10 +196,14 @@ def dataset_problem(data: Path, split: str) -> str | None:
 
 
 def unwritable(path: Path, *, folder: bool, flag: str) -> str | None:
-    """Why nothing can be written at `path` (a folder, or a file's folder), found by writing a probe file."""
+    """Why nothing can be written at `path` (a folder, or a file's folder), found by writing a probe file in
+    the nearest folder that exists (nothing is created)."""
     where = path if folder else path.parent
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    if not where.is_dir():
+        return f"{flag}: {where} is not a folder"
     try:
-        where.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=where):
             pass
     except OSError as e:
