@@ -10,7 +10,7 @@ from typing import Any
 
 from indexing.collection import Collection, CollectionNotFound
 from indexing.context import commit_collection, ensure_context, queue_context_refresh, refresh_due
-from indexing.filters import Schema, value_fits
+from indexing.filters import Schema, matches, parse_filter, value_fits
 from indexing.fusion_choice import after_ingest
 from indexing.generations import serving_writer
 from indexing.jobs import GENERATION_KINDS, TERMINAL, JobKind, JobStatus, JobStore
@@ -111,6 +111,17 @@ def run_job(
         return JobStatus.FAILED
 
 
+DELETE_BATCH = 1000  # documents per delete transaction
+
+
+def _matching(coll: Collection, raw_filter: Any) -> list[str]:
+    """Ids of the stored documents whose metadata passes the filter now (the writer lock is held)."""
+    node = parse_filter(raw_filter, Schema.from_json(coll.settings.schema))
+    if node is None:
+        raise ValueError("a delete by filter needs a filter")  # the API refuses it first; never "delete all"
+    return [doc_id for doc_id, text in coll.scan_metadata(None, DELETE_BATCH) if matches(node, json.loads(text))]
+
+
 def _route(coll: Collection, doc_ids: list[str]) -> list[tuple[Collection, list[int]]]:
     """Where each document is stored: (collection or shard, positions in doc_ids) for each non-empty group."""
     if not isinstance(coll, ShardedCollection):
@@ -149,11 +160,15 @@ def _run_batches(
     commit_interval_s: float,
     on_progress: Callable[[int, int], None] | None,
 ) -> JobStatus:
-    if kind == JobKind.DELETE:
-        ids = [str(x) for x in payload]
-        for target, positions in _route(coll, ids):
-            target.docstore.delete([ids[i] for i in positions])
-        jobs.progress(job_id, len(payload))
+    if kind in (JobKind.DELETE, JobKind.DELETE_BY_FILTER):
+        ids = [str(x) for x in payload] if kind == JobKind.DELETE else _matching(coll, payload[0])
+        deleted = 0
+        for start in range(0, len(ids), DELETE_BATCH):  # bounded transactions, progress as they go
+            part = ids[start : start + DELETE_BATCH]
+            deleted += sum(target.docstore.delete([part[i] for i in pos]) for target, pos in _route(coll, part))
+            jobs.progress(job_id, start + len(part), len(ids))
+        jobs.progress(job_id, len(ids), len(ids))  # none matched: done 0 of 0
+        jobs.set_result(job_id, {"deleted": deleted})
         return JobStatus.SUCCEEDED
     if kind in (JobKind.PATCH, JobKind.SCHEMA):
         if kind == JobKind.PATCH:

@@ -50,6 +50,7 @@ TERMINAL = {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED}
 class JobKind(StrEnum):
     UPSERT = "upsert"
     DELETE = "delete"
+    DELETE_BY_FILTER = "delete_by_filter"  # every stored document whose metadata passes a filter, when it runs
     PATCH = "patch"  # new metadata for documents, without re-embedding
     SCHEMA = "schema"  # declare metadata fields, once every stored value fits them
     REINDEX = "reindex"  # build a new generation with another embedder (indexing/reindex.py)

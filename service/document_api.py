@@ -1,5 +1,6 @@
 """Domain functions behind the document API (keyword-only; no HTTP here): read one document, scroll the
-documents of a collection, patch a document's metadata, count, and declare metadata fields later.
+documents of a collection, patch a document's metadata, delete many documents, count, and declare metadata
+fields later.
 
 Reads go to the doc stores (the latest stored state); count reads the published index. Writes are jobs.
 """
@@ -15,9 +16,9 @@ from typing import Any, Literal
 from indexing import engine
 from indexing.collection import Collection
 from indexing.docstore import DocumentRecord
-from indexing.filters import Node, matches
+from indexing.filters import Node, Schema, matches, parse_filter
 from indexing.jobs import Job, JobKind
-from service.documents import InvalidMetadata, check_metadata_types
+from service.documents import BatchTooLarge, InvalidMetadata, check_metadata_types
 from service.limits import metadata_problem
 from service.state import AppState
 
@@ -132,7 +133,7 @@ def submit_patch(
     if problem is not None:
         raise MetadataOutOfBounds(f"metadata ({mode} with the stored metadata): {problem}")
     payload = [{"id": doc_id, "metadata": metadata, "mode": mode}]
-    job = state.jobs.create(collection=collection, kind=JobKind.PATCH, payload=payload)
+    job = state.jobs.create(collection=coll.name, kind=JobKind.PATCH, payload=payload)
     state.queue.submit(job.id)
     return job
 
@@ -140,7 +141,26 @@ def submit_patch(
 def submit_schema(*, state: AppState, collection: str, schema: dict[str, Any]) -> Job:
     """Queue a job that declares the collection's metadata fields (it fails, changing nothing, when stored values
     do not fit them). CollectionNotFound before anything is queued."""
-    state.collections.get(collection)
-    job = state.jobs.create(collection=collection, kind=JobKind.SCHEMA, payload=[schema])
+    coll = state.collections.get(collection)  # an alias's target, recorded as it is now
+    job = state.jobs.create(collection=coll.name, kind=JobKind.SCHEMA, payload=[schema])
+    state.queue.submit(job.id)
+    return job
+
+
+def submit_delete_many(
+    *, state: AppState, collection: str, ids: list[str] | None, raw_filter: dict[str, Any] | None
+) -> Job:
+    """Queue the deletion of these ids, or of every document the filter passes when the job runs (the filter
+    is checked against the collection's schema here: FilterError). CollectionNotFound, BatchTooLarge."""
+    coll = state.collections.get(collection)
+    if ids is not None:
+        if len(ids) > state.settings.max_batch_documents:
+            raise BatchTooLarge(
+                f"{len(ids)} ids in one request; the limit is {state.settings.max_batch_documents}: split the batch"
+            )
+        job = state.jobs.create(collection=coll.name, kind=JobKind.DELETE, payload=list(dict.fromkeys(ids)))
+    else:
+        parse_filter(raw_filter, Schema.from_json(coll.settings.schema))
+        job = state.jobs.create(collection=coll.name, kind=JobKind.DELETE_BY_FILTER, payload=[raw_filter])
     state.queue.submit(job.id)
     return job

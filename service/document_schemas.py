@@ -1,12 +1,13 @@
-"""Request and response bodies of the document API: get, scroll, patch, count, and declaring metadata fields."""
+"""Request and response bodies of the document API: get, scroll, patch, delete many, count, and declaring metadata
+fields."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 
-from service.filter_schema import FilterField, FilterJson
+from service.filter_schema import FILTER_JSON_SCHEMA, FilterField, FilterJson
 from service.schemas import REQUEST_CONFIG, UnicodeBody
 from service.search_schemas import response_metadata
 
@@ -56,6 +57,38 @@ class PatchRequest(UnicodeBody):
         "replace: the document's whole metadata. Bounded like metadata at /index (VELA_MAX_METADATA_*)",
     )
     mode: Literal["merge", "replace"] = Field("merge", description="merge (a shallow update) or replace")
+
+
+_IDS_SCHEMA = {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 512}, "minItems": 1}
+
+
+class DeleteDocumentsRequest(UnicodeBody):
+    """Exactly one of `ids` and `filter`."""
+
+    model_config = ConfigDict(
+        **REQUEST_CONFIG, json_schema_extra={"oneOf": [{"required": ["ids"]}, {"required": ["filter"]}]}
+    )
+    ids: Annotated[list[Annotated[str, Field(min_length=1, max_length=512)]] | None, WithJsonSchema(_IDS_SCHEMA)] = (
+        Field(
+            None,
+            min_length=1,
+            description="these documents (at most VELA_MAX_BATCH_DOCUMENTS); an id that is not stored is skipped",
+        )
+    )
+    filter: Annotated[dict[str, Any] | None, WithJsonSchema({**FILTER_JSON_SCHEMA, "minProperties": 1})] = Field(
+        None,
+        description="every document whose stored metadata passes this filter when the job runs (see the Filter "
+        "schema). Not {}: delete the collection to remove it with every document",
+    )
+
+    def _given(self) -> set[str]:
+        return {k for k in ("ids", "filter") if getattr(self, k) is not None}
+
+    @model_validator(mode="after")
+    def _one_of(self) -> DeleteDocumentsRequest:
+        if (self.ids is None) == (not self.filter) or {"ids", "filter"} & self.model_fields_set - self._given():
+            raise ValueError("give either ids or a non-empty filter (not null)")
+        return self
 
 
 class CountRequest(UnicodeBody):

@@ -1,4 +1,5 @@
-"""The document API: GET one document, scroll a collection's documents, PATCH metadata, count, declare fields."""
+"""The document API: GET one document, scroll a collection's documents, PATCH metadata, delete many, count, declare
+fields."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from fastapi import APIRouter, Query, Request, Response, status
 import service.api.doc_id_path  # noqa: F401  registers {doc_id:doc_id} before the routes below
 from indexing.collection import Collection, CollectionNotFound
 from indexing.docstore import DocumentRecord
-from indexing.filters import Node
+from indexing.filters import FilterError, Node
 from service.api.routes.collections import not_found
 from service.deps import State
 from service.document_api import (
@@ -22,6 +23,7 @@ from service.document_api import (
     encode_cursor,
     get_document,
     scroll,
+    submit_delete_many,
     submit_patch,
     submit_schema,
 )
@@ -29,13 +31,14 @@ from service.document_schemas import (
     MAX_SCROLL_LIMIT,
     CountRequest,
     CountResponse,
+    DeleteDocumentsRequest,
     DocumentOut,
     PassageSpan,
     PatchRequest,
     ScrollResponse,
     StoredDocumentOut,
 )
-from service.documents import InvalidMetadata
+from service.documents import BatchTooLarge, InvalidMetadata
 from service.errors import ApiError, parse_request_filter, shown
 from service.limits import check_response_size
 from service.schemas import CollectionSchema, ErrorResponse, JobAccepted
@@ -150,6 +153,27 @@ def patch_document(name: str, doc_id: str, body: PatchRequest, state: State, req
         raise ApiError(422, "invalid_metadata", str(exc)) from exc
     except MetadataOutOfBounds as exc:
         raise ApiError(422, "invalid_request", str(exc)) from exc
+    return _accepted(request, job.id, job.status.value)
+
+
+@router.post(
+    "/{name}/delete",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=JobAccepted,
+    responses={**ERRORS, 413: {"model": ErrorResponse}},
+)
+def delete_documents(name: str, body: DeleteDocumentsRequest, state: State, request: Request) -> JobAccepted:
+    """Delete many documents through one job: by `ids`, or every document whose stored metadata passes `filter`
+    when the job runs (what a scroll with that filter would visit). The job's `result.deleted` says how many
+    were there; searches stop finding them once it has succeeded."""
+    try:
+        job = submit_delete_many(state=state, collection=name, ids=body.ids, raw_filter=body.filter)
+    except CollectionNotFound as exc:
+        raise not_found(name) from exc
+    except FilterError as exc:
+        raise ApiError(422, "invalid_filter", str(exc)) from exc
+    except BatchTooLarge as exc:
+        raise ApiError(413, "payload_too_large", str(exc)) from exc
     return _accepted(request, job.id, job.status.value)
 
 
