@@ -258,6 +258,44 @@ class AsyncVelaClient:
         key set to None is stored as null), `replace` sets the whole metadata."""
         return await self._submit(calls.patch_document(collection, doc_id, metadata, mode), wait, on_progress, timeout)
 
+    @overload
+    async def delete_documents(
+        self,
+        collection: str,
+        *,
+        ids: Iterable[str] | None = None,
+        filter: Mapping[str, Any] | None = None,
+        wait: Literal[False] = False,
+    ) -> JobAccepted: ...
+
+    @overload
+    async def delete_documents(
+        self,
+        collection: str,
+        *,
+        ids: Iterable[str] | None = None,
+        filter: Mapping[str, Any] | None = None,
+        wait: Literal[True],
+        on_progress: AsyncProgressCallback | None = None,
+        timeout: float | None = None,
+    ) -> Job: ...
+
+    async def delete_documents(
+        self,
+        collection: str,
+        *,
+        ids: Iterable[str] | None = None,
+        filter: Mapping[str, Any] | None = None,
+        wait: bool = False,
+        on_progress: AsyncProgressCallback | None = None,
+        timeout: float | None = None,
+    ) -> JobAccepted | Job:
+        """Delete many documents through one job, like `index`: by `ids` (an id not stored is skipped), or every
+        document whose stored metadata passes `filter` (as `scroll_documents` takes it) when the job runs. Exactly
+        one of the two, else ValueError before anything is sent. The job's `result["deleted"]` says how many were
+        there."""
+        return await self._submit(calls.delete_documents(collection, ids, filter), wait, on_progress, timeout)
+
     async def count(self, collection: str, filter: Mapping[str, Any] | None = None) -> int:
         """Documents of the searchable (committed) index with a live passage that passes `filter`."""
         return await self._send(calls.count(collection, filter))

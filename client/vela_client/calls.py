@@ -125,6 +125,22 @@ def patch_document(
     return routes.PATCH_DOCUMENT.call(_model(JobAccepted), json=body, name=collection, doc_id=doc_id)
 
 
+def delete_documents(
+    collection: str, ids: Iterable[str] | None, filter: Mapping[str, Any] | None
+) -> Call[JobAccepted]:
+    """By `ids` or by `filter`: exactly one of the two (the server's own rule, checked before anything is sent)."""
+    body: dict[str, Any]
+    if ids is not None and filter is None:
+        if isinstance(ids, str):  # a str is an iterable of one-letter ids: surely a mistake
+            raise TypeError("ids must be a list of document ids, not one string (use delete_document for one)")
+        body = {"ids": list(ids)}
+    elif filter is not None and ids is None:
+        body = {"filter": dict(filter)}
+    else:
+        raise ValueError("give exactly one of ids and filter")
+    return routes.DELETE_DOCUMENTS.call(_model(JobAccepted), json=body, name=collection)
+
+
 def count(collection: str, filter: Mapping[str, Any] | None) -> Call[int]:
     parse = _model(Count)
     body = {"filter": dict(filter) if filter is not None else None}

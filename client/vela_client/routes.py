@@ -68,6 +68,8 @@ GET_DOCUMENT = Route("GET", "/collections/{name}/documents/{doc_id}")
 SCROLL_DOCUMENTS = Route("GET", "/collections/{name}/documents")
 # A merge or replace of the same metadata: sent twice, two jobs leave the same metadata.
 PATCH_DOCUMENT = Route("PATCH", "/collections/{name}/documents/{doc_id}")
+# Sent twice, the second job finds those documents already gone (it deletes 0): the same documents are left.
+DELETE_DOCUMENTS = Route("POST", "/collections/{name}/delete")
 COUNT = Route("POST", "/collections/{name}/count")
 SET_SCHEMA = Route("PUT", "/collections/{name}/schema")
 # Each starts a job; sent twice, the second reindex is refused (409) and a second switch undoes the first.
@@ -101,6 +103,7 @@ ROUTES: tuple[Route, ...] = (
     GET_DOCUMENT,
     SCROLL_DOCUMENTS,
     PATCH_DOCUMENT,
+    DELETE_DOCUMENTS,
     COUNT,
     SET_SCHEMA,
     REINDEX,
