@@ -17,6 +17,10 @@ class NothingToSwitch(ValueError):
     """POST promote with no finished generation waiting, or rollback with none kept."""
 
 
+def _reindexing(collection: str, job_id: str) -> CollectionConflict:
+    return CollectionConflict(f"collection {collection!r} is being reindexed by job {job_id}: wait or cancel it")
+
+
 def _busy(state: AppState, pointer: gens.Pointer) -> str | None:
     """The unfinished generation job of a collection, if any."""
     if pointer.building is not None and pointer.job and not pointer.ready:
@@ -40,7 +44,7 @@ def reindex_spec(*, state: AppState, collection: str, embedder: str, options: di
         dataset_dir(state.settings.data_dir.expanduser().resolve(), gate["dataset"], gate.get("split", "test"))
     running = _busy(state, gens.read_pointer(state.collections.root / coll.name))
     if running:
-        raise CollectionConflict(f"collection {coll.name!r} is being reindexed by job {running}: wait or cancel it")
+        raise _reindexing(coll.name, running)
     return {**options, "collection": coll.name, "embedder": resolved, "embedder_name": embedder}
 
 
@@ -51,8 +55,7 @@ def submit_reindex(*, state: AppState, collection: str, embedder: str, options: 
         collection=spec["collection"], kind=JobKind.REINDEX, payload=[spec], kinds=GENERATION_KINDS
     )
     if isinstance(job, str):  # one sent just before is queued (the pointer names it only once it runs)
-        name = spec["collection"]
-        raise CollectionConflict(f"collection {name!r} is being reindexed by job {job}: wait or cancel it")
+        raise _reindexing(spec["collection"], job)
     state.queue.submit(job.id)
     return job
 

@@ -125,9 +125,7 @@ def patch_document(
     return routes.PATCH_DOCUMENT.call(_model(JobAccepted), json=body, name=collection, doc_id=doc_id)
 
 
-def delete_documents(
-    collection: str, ids: Iterable[str] | None, filter: Mapping[str, Any] | None
-) -> Call[JobAccepted]:
+def delete_documents(collection: str, ids: Iterable[str] | None, filter: Mapping[str, Any] | None) -> Call[JobAccepted]:
     """By `ids` or by `filter`: exactly one of the two (the server's own rule, checked before anything is sent)."""
     body: dict[str, Any]
     if ids is not None and filter is None:
