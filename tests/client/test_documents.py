@@ -1,10 +1,11 @@
-"""The document API through both clients against a real server: get, scroll (one page and a whole scroll), patch,
-count, declaring fields, and search with a filter and an offset; each route's failures come back as the right
-exception with the API's code."""
+"""The document API through both clients against a real server: get, scroll (one page and a whole scroll), patch, delete
+many (by ids and by filter), count, declaring fields, and search with a filter and an offset; each route's failures
+come back as the right exception with the API's code."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from vela_client import (
@@ -106,6 +107,66 @@ def test_patch_document_errors(client: VelaClient, notes: str) -> None:
     with pytest.raises(InvalidRequest) as mode:
         client.patch_document(notes, "d1", {"n": 1}, mode="upsert")  # type: ignore[call-overload]
     assert mode.value.code == "invalid_request"
+
+
+def _left(vela_url: str, client: VelaClient, name: str) -> list[str]:
+    """The collection's document ids by a whole scroll; searches and counts must agree."""
+    with VelaClient(vela_url, api_key=API_KEY) as vela:
+        scrolled = [d.id for d in vela.iter_documents(name, page_size=2)]
+    hits = client.search(name, "otters", mode="bm25", k=100).hits
+    assert sorted(h.id for h in hits) == scrolled and client.count(name) == len(scrolled)
+    return scrolled
+
+
+def test_delete_documents_by_ids_then_by_filter(client: VelaClient, vela_url: str, notes: str) -> None:
+    job = client.delete_documents(notes, ids=(i for i in ["d0", "d1", "d1", "no-such"]), wait=True)
+    assert isinstance(job, Job) and job.succeeded
+    assert (job.kind, job.result) == ("delete", {"deleted": 2})  # a repeated id once, an unknown one skipped
+    assert _left(vela_url, client, notes) == ["d2", "d3", "d4", "d5", "d6"]
+    big = {"must": [{"key": "n", "range": {"gte": 5}}]}
+    job = client.delete_documents(notes, filter=big, wait=True)
+    assert (job.kind, job.result) == ("delete_by_filter", {"deleted": 2})
+    assert _left(vela_url, client, notes) == ["d2", "d3", "d4"]
+    accepted = client.delete_documents(notes, filter=big)  # again, without waiting: nothing left to match
+    assert isinstance(accepted, JobAccepted)
+    assert client.wait_job(accepted).result == {"deleted": 0}
+    assert _left(vela_url, client, notes) == ["d2", "d3", "d4"]
+
+
+@pytest.mark.anyio
+async def test_delete_documents_async_then_iter_documents(vela_url: str, notes: str) -> None:
+    seen: list[Job] = []
+
+    async def report(job: Job) -> None:
+        seen.append(job)
+
+    async with AsyncVelaClient(vela_url, api_key=API_KEY) as vela:
+        job = await vela.delete_documents(notes, ids=["d6"], wait=True, on_progress=report)
+        assert (job.kind, job.result) == ("delete", {"deleted": 1}) and seen[-1] == job
+        job = await vela.delete_documents(notes, filter=SMALL, wait=True, timeout=60)
+        assert (job.kind, job.result) == ("delete_by_filter", {"deleted": 3})
+        assert [d.id async for d in vela.iter_documents(notes, page_size=2)] == ["d3", "d4", "d5"]
+        hits = (await vela.search(notes, "otters", mode="bm25", k=100)).hits
+        assert sorted(h.id for h in hits) == ["d3", "d4", "d5"]
+
+
+def test_delete_documents_errors(client: VelaClient, vela_url: str, notes: str) -> None:
+    with pytest.raises(NotFound) as missing:
+        client.delete_documents("no-such-collection", ids=["d1"])
+    assert missing.value.code == "collection_not_found"
+    # What the client cannot tell is refused by the server, and changes nothing either.
+    refusals: list[tuple[dict[str, Any], str]] = [
+        ({"ids": []}, "invalid_request"),
+        ({"filter": {}}, "invalid_request"),  # no "delete everything": delete the collection for that
+        ({"filter": {"must": [{"key": "n"}]}}, "invalid_filter"),
+    ]
+    for kwargs, code in refusals:
+        with pytest.raises(InvalidRequest) as refused:
+            client.delete_documents(notes, **kwargs)
+        assert refused.value.code == code, kwargs
+    with pytest.raises(TypeError, match="not one string"):
+        client.delete_documents(notes, ids="d1")  # would be the ids "d" and "1"
+    assert _left(vela_url, client, notes) == [d["id"] for d in DOCS]
 
 
 def test_count_errors(client: VelaClient, notes: str) -> None:

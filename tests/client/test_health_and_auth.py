@@ -48,6 +48,7 @@ PROTECTED: list[tuple[str, Callable[[VelaClient], Any]]] = [
     ("get_collection", lambda c: c.get_collection("x")),
     ("delete_collection", lambda c: c.delete_collection("x")),
     ("delete_document", lambda c: c.delete_document("x", "d")),
+    ("delete_documents", lambda c: c.delete_documents("x", ids=["d"])),
     ("index", lambda c: c.index("x", [{"id": "a", "text": "t"}])),
     ("search", lambda c: c.search("x", "q")),
     ("search_batch", lambda c: c.search_batch("x", ["q"])),

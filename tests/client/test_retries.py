@@ -105,6 +105,15 @@ def test_a_dropped_connection_is_retried_only_where_sending_twice_is_safe(make_c
     assert len(script.seen) == 1
 
 
+def test_a_dropped_delete_of_many_documents_is_sent_again(make_client: ClientFactory) -> None:
+    # Like POST /index: sent twice, the second job finds the documents gone, and the same documents are left.
+    accepted = {"job_id": "j1", "status": "queued", "url": "http://vela/jobs/j1"}
+    for kwargs in ({"ids": ["a", "b"]}, {"filter": {"must": [{"key": "n", "match": {"value": 1}}]}}):
+        with scripted_server(Answer(0), Answer(202, accepted)) as script:
+            assert make_client(script.url, retry=FAST_RETRY).delete_documents("c", **kwargs).job_id == "j1"
+        assert [(m, p) for m, p, _ in script.seen] == [("POST", "/collections/c/delete")] * 2
+
+
 def test_key_and_user_agent_are_sent(make_client: ClientFactory) -> None:
     with scripted_server(HEALTHY) as script:
         make_client(script.url, api_key="k-1", headers={"X-Request-ID": "trace-7"}).health()

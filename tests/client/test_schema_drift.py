@@ -1,5 +1,5 @@
-"""The client keeps up with the API's schemas: a search option, index, schema or reindex parameter or response field
-and the client lacks fails here (add it to vela_client/models.py or calls.py and both clients)."""
+"""The client keeps up with the API's schemas: a search option, index, schema, reindex or delete-many parameter or
+response field the client lacks fails here (add it to vela_client/models.py or calls.py and both clients)."""
 
 from __future__ import annotations
 
@@ -60,3 +60,10 @@ def test_index_and_set_schema_take_every_request_field(cls: Client) -> None:
     # The schema's own fields: `fields` is index's `schema` (and set_schema's `fields`), `strict` is `strict`.
     assert _fields(schemas.CollectionSchema) - {"fields"} - index == set()
     assert _fields(schemas.CollectionSchema) - set(inspect.signature(cls.set_schema).parameters) == set()
+
+
+@pytest.mark.parametrize("cls", [VelaClient, AsyncVelaClient])
+def test_delete_documents_takes_exactly_the_request_fields(cls: Client) -> None:
+    params = set(inspect.signature(cls.delete_documents).parameters)
+    waiting = {"self", "collection", "wait", "on_progress", "timeout"}
+    assert _fields(document_schemas.DeleteDocumentsRequest) == params - waiting

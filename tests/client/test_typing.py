@@ -24,6 +24,9 @@ def writes(v: VelaClient) -> None:
     assert_type(v.index("c", [{"id": "a", "text": "x"}]), JobAccepted)
     assert_type(v.delete_document("c", "a", wait=True, timeout=5), Job)
     assert_type(v.patch_document("c", "a", {"n": 1}, wait=True), Job)
+    assert_type(v.delete_documents("c", ids=["a", "b"], wait=True, on_progress=print), Job)
+    assert_type(v.delete_documents("c", filter={"must": []}), JobAccepted)
+    print(v.delete_documents("c", ids=("a",), wait=True).result)
     assert_type(v.set_schema("c", {"n": "integer"}, wait=True), Job)
     assert_type(v.reindex("c", "default", wait=True, on_progress=print), Job)
     assert_type(v.reindex("c", "default"), JobAccepted)
@@ -35,16 +38,20 @@ def writes(v: VelaClient) -> None:
     v.reindex("c", "default", on_progress=print)  # E
     v.promote("c", timeout=5)  # E
     v.rollback("c", on_progress=print)  # E
+    v.delete_documents("c", ids=["a"], timeout=5)  # E
 
 
 async def async_writes(v: AsyncVelaClient) -> None:
     assert_type(await v.index("c", [{"id": "a", "text": "x"}], wait=True), Job)
     assert_type(await v.delete_document("c", "a"), JobAccepted)
+    assert_type(await v.delete_documents("c", filter={"must": []}, wait=True, timeout=5), Job)
+    assert_type(await v.delete_documents("c", ids=["a"]), JobAccepted)
     assert_type(await v.reindex("c", "default", wait=True), Job)
     assert_type(await v.promote("c", wait=True), Job)
     assert_type(await v.rollback("c"), JobAccepted)
     print((await v.reindex("c", "default", wait=True)).result)
     await v.promote("c", on_progress=print)  # E
+    await v.delete_documents("c", filter={"must": []}, on_progress=print)  # E
 """
 
 

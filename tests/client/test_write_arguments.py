@@ -1,5 +1,6 @@
 """Every write method, in both clients, checks its waiting arguments before it sends anything: a bad one raises
-ValueError and the real server has seen no request and holds what it held before."""
+ValueError and the real server has seen no request and holds what it held before. So does `delete_documents` with
+its own rule, exactly one of ids and filter."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ WRITES: dict[str, Write] = {
     "index": lambda c, name, bad: c.index(name, [{"id": "late1", "text": "late otters"}], **bad),
     "delete_document": lambda c, name, bad: c.delete_document(name, "d0", **bad),
     "patch_document": lambda c, name, bad: c.patch_document(name, "d0", {"n": 99}, mode="replace", **bad),
+    "delete_documents": lambda c, name, bad: c.delete_documents(name, ids=["d0", "d1"], **bad),
     "set_schema": lambda c, name, bad: c.set_schema(name, {"n": "keyword"}, strict=True, **bad),
     "reindex": lambda c, name, bad: c.reindex(name, "default", **bad),
     "promote": lambda c, name, bad: c.promote(name, **bad),
@@ -66,6 +68,28 @@ def test_a_bad_waiting_argument_sends_nothing(client: VelaClient, settled: str, 
     assert state(client, settled) == before
     with pytest.raises(NotFound):
         client.get_document(settled, "late1")
+
+
+# Neither or both of ids and filter, with any waiting options: refused before the waiting options are looked at.
+NOT_ONE_OF: list[dict[str, Any]] = [
+    {},
+    {"wait": True},
+    {"ids": ["d0"], "filter": {"must": [{"key": "n", "match": {"value": 0}}]}},
+    {"ids": ["d0"], "filter": {}, "wait": True, "on_progress": print},
+    {"ids": [], "filter": {}},
+    {"ids": None, "filter": None, "timeout": 1.0},
+]
+
+
+def test_delete_documents_needs_exactly_one_of_ids_and_filter(client: VelaClient, settled: str) -> None:
+    before, seen = state(client, settled), writes_seen(client)
+    for arguments in NOT_ONE_OF:
+        with pytest.raises(ValueError, match="exactly one of ids and filter"):
+            client.delete_documents(settled, **arguments)
+    with pytest.raises(TypeError, match="not one string"):
+        client.delete_documents(settled, ids="d0", wait=True)
+    assert writes_seen(client) == seen, "a request was sent"
+    assert state(client, settled) == before
 
 
 def test_a_bad_waiting_argument_creates_no_collection(client: VelaClient, unique: Callable[[str], str]) -> None:
