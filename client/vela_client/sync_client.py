@@ -1,40 +1,35 @@
-"""`VelaClient`: the blocking client. `AsyncVelaClient` (async_client.py) has the same methods, awaited."""
+"""`VelaClient`: the blocking client. `AsyncVelaClient` (async_client.py) has the same methods, awaited.
+
+This module holds the transport (`_send`, with retries), health, search and jobs (`wait_job`, and `_submit`, which
+the write methods go through); the document methods are in sync_documents.py, and those for collections,
+generations, models and aliases in sync_collections.py.
+"""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from types import TracebackType
-from typing import Any, Literal, TypeVar, Unpack, overload
+from typing import Any, TypeVar, Unpack
 
 import httpx
 
 from vela_client import calls
-from vela_client.calls import DocumentLike, SearchOptions
+from vela_client.calls import SearchOptions
 from vela_client.config import DEFAULT_TIMEOUT_S
 from vela_client.config import http_options as _options
 from vela_client.errors import error_from_transport
-from vela_client.models import (
-    Alias,
-    BatchSearchResponse,
-    Collection,
-    DocumentPage,
-    Health,
-    Job,
-    JobAccepted,
-    Model,
-    Readiness,
-    SearchResponse,
-    StoredDocument,
-)
+from vela_client.models import BatchSearchResponse, Health, Job, JobAccepted, Readiness, SearchResponse
 from vela_client.retry import RetryPolicy, retry_delay
 from vela_client.routes import Call
+from vela_client.sync_collections import SyncCollectionsMixin
+from vela_client.sync_documents import SyncDocumentsMixin
 from vela_client.waiting import JobRef, JobWatch, ProgressCallback, check_wait_options, finished, job_id_of
 
 T = TypeVar("T")
 
 
-class VelaClient:
+class VelaClient(SyncDocumentsMixin, SyncCollectionsMixin):
     """A Vela API client over one `httpx.Client` (a connection pool: share one client, and close it).
 
     `base_url` and `api_key` default to VELA_URL and VELA_API_KEY. `retry` governs 503 answers and connection
@@ -99,356 +94,6 @@ class VelaClient:
     def metrics(self) -> str:
         """The Prometheus text exposition."""
         return self._send(calls.metrics())
-
-    # Collections and documents
-
-    def list_collections(self) -> list[Collection]:
-        return self._send(calls.list_collections())
-
-    def get_collection(self, name: str) -> Collection:
-        """Counts, embedder, dims and index sizes; NotFound (`collection_not_found`) when there is none."""
-        return self._send(calls.get_collection(name))
-
-    def delete_collection(self, name: str) -> None:
-        """Delete a collection, its documents and indexes (its pending jobs are cancelled)."""
-        return self._send(calls.delete_collection(name))
-
-    @overload
-    def index(
-        self,
-        collection: str,
-        documents: Iterable[DocumentLike],
-        *,
-        embedder: str | None = None,
-        shards: int | None = None,
-        schema: Mapping[str, str] | None = None,
-        strict: bool = False,
-        wait: Literal[False] = False,
-    ) -> JobAccepted: ...
-
-    @overload
-    def index(
-        self,
-        collection: str,
-        documents: Iterable[DocumentLike],
-        *,
-        embedder: str | None = None,
-        shards: int | None = None,
-        schema: Mapping[str, str] | None = None,
-        strict: bool = False,
-        wait: Literal[True],
-        on_progress: ProgressCallback | None = None,
-        timeout: float | None = None,
-    ) -> Job: ...
-
-    def index(
-        self,
-        collection: str,
-        documents: Iterable[DocumentLike],
-        *,
-        embedder: str | None = None,
-        shards: int | None = None,
-        schema: Mapping[str, str] | None = None,
-        strict: bool = False,
-        wait: bool = False,
-        on_progress: ProgressCallback | None = None,
-        timeout: float | None = None,
-    ) -> JobAccepted | Job:
-        """Upsert documents by id (the collection is created on first use, with `embedder`, `shards` and the
-        metadata fields `schema` declares, `strict` or not, as `set_schema` takes them; an existing collection must
-        have those, Conflict otherwise).
-
-        Returns the accepted job at once; with `wait=True`, waits for it (see `wait_job`) and returns its final
-        state, raising JobFailed if it did not succeed."""
-        call = calls.index(collection, documents, embedder=embedder, shards=shards, schema=schema, strict=strict)
-        return self._submit(call, wait, on_progress, timeout)
-
-    @overload
-    def delete_document(self, collection: str, doc_id: str, *, wait: Literal[False] = False) -> JobAccepted: ...
-
-    @overload
-    def delete_document(
-        self,
-        collection: str,
-        doc_id: str,
-        *,
-        wait: Literal[True],
-        on_progress: ProgressCallback | None = None,
-        timeout: float | None = None,
-    ) -> Job: ...
-
-    def delete_document(
-        self,
-        collection: str,
-        doc_id: str,
-        *,
-        wait: bool = False,
-        on_progress: ProgressCallback | None = None,
-        timeout: float | None = None,
-    ) -> JobAccepted | Job:
-        """Delete one document (any id: it is percent-encoded) through a job, like `index`."""
-        return self._submit(calls.delete_document(collection, doc_id), wait, on_progress, timeout)
-
-    def get_document(self, collection: str, doc_id: str) -> StoredDocument:
-        """A document as stored, with its passages; NotFound (`document_not_found` or `collection_not_found`)."""
-        return self._send(calls.get_document(collection, doc_id))
-
-    def scroll_documents(
-        self,
-        collection: str,
-        *,
-        filter: Mapping[str, Any] | None = None,
-        cursor: str | None = None,
-        limit: int | None = None,
-    ) -> DocumentPage:
-        """One page of the collection's documents in id order, filtered by metadata; pass `next_cursor` on.
-        A page may hold fewer than `limit` documents and still have a next_cursor (see `iter_documents`)."""
-        return self._send(calls.scroll_documents(collection, filter=filter, cursor=cursor, limit=limit))
-
-    def iter_documents(
-        self, collection: str, *, filter: Mapping[str, Any] | None = None, page_size: int | None = None
-    ) -> Iterator[StoredDocument]:
-        """Every document (that passes `filter`) in id order, page after page until the scroll ends."""
-        cursor = None
-        while True:
-            page = self.scroll_documents(collection, filter=filter, cursor=cursor, limit=page_size)
-            yield from page.documents
-            if page.next_cursor is None:
-                return
-            cursor = page.next_cursor
-
-    @overload
-    def patch_document(
-        self,
-        collection: str,
-        doc_id: str,
-        metadata: Mapping[str, Any],
-        *,
-        mode: Literal["merge", "replace"] = "merge",
-        wait: Literal[False] = False,
-    ) -> JobAccepted: ...
-
-    @overload
-    def patch_document(
-        self,
-        collection: str,
-        doc_id: str,
-        metadata: Mapping[str, Any],
-        *,
-        mode: Literal["merge", "replace"] = "merge",
-        wait: Literal[True],
-        on_progress: ProgressCallback | None = None,
-        timeout: float | None = None,
-    ) -> Job: ...
-
-    def patch_document(
-        self,
-        collection: str,
-        doc_id: str,
-        metadata: Mapping[str, Any],
-        *,
-        mode: Literal["merge", "replace"] = "merge",
-        wait: bool = False,
-        on_progress: ProgressCallback | None = None,
-        timeout: float | None = None,
-    ) -> JobAccepted | Job:
-        """New metadata for a document without re-embedding it, through a job: `merge` updates the given keys (a
-        key set to None is stored as null), `replace` sets the whole metadata."""
-        return self._submit(calls.patch_document(collection, doc_id, metadata, mode), wait, on_progress, timeout)
-
-    @overload
-    def delete_documents(
-        self,
-        collection: str,
-        *,
-        ids: Iterable[str] | None = None,
-        filter: Mapping[str, Any] | None = None,
-        wait: Literal[False] = False,
-    ) -> JobAccepted: ...
-
-    @overload
-    def delete_documents(
-        self,
-        collection: str,
-        *,
-        ids: Iterable[str] | None = None,
-        filter: Mapping[str, Any] | None = None,
-        wait: Literal[True],
-        on_progress: ProgressCallback | None = None,
-        timeout: float | None = None,
-    ) -> Job: ...
-
-    def delete_documents(
-        self,
-        collection: str,
-        *,
-        ids: Iterable[str] | None = None,
-        filter: Mapping[str, Any] | None = None,
-        wait: bool = False,
-        on_progress: ProgressCallback | None = None,
-        timeout: float | None = None,
-    ) -> JobAccepted | Job:
-        """Delete many documents through one job, like `index`: by `ids` (an id not stored is skipped), or every
-        document whose stored metadata passes `filter` (as `scroll_documents` takes it) when the job runs. Exactly
-        one of the two, else ValueError before anything is sent. The job's `result["deleted"]` says how many were
-        there."""
-        return self._submit(calls.delete_documents(collection, ids, filter), wait, on_progress, timeout)
-
-    def count(self, collection: str, filter: Mapping[str, Any] | None = None) -> int:
-        """Documents of the searchable (committed) index with a live passage that passes `filter`."""
-        return self._send(calls.count(collection, filter))
-
-    @overload
-    def set_schema(
-        self, collection: str, fields: Mapping[str, str], *, strict: bool = False, wait: Literal[False] = False
-    ) -> JobAccepted: ...
-
-    @overload
-    def set_schema(
-        self,
-        collection: str,
-        fields: Mapping[str, str],
-        *,
-        strict: bool = False,
-        wait: Literal[True],
-        on_progress: ProgressCallback | None = None,
-        timeout: float | None = None,
-    ) -> Job: ...
-
-    def set_schema(
-        self,
-        collection: str,
-        fields: Mapping[str, str],
-        *,
-        strict: bool = False,
-        wait: bool = False,
-        on_progress: ProgressCallback | None = None,
-        timeout: float | None = None,
-    ) -> JobAccepted | Job:
-        """Declare the collection's metadata fields ({name: "keyword" | "integer" | "float" | "boolean" |
-        "datetime"}) through a job, which fails (JobFailed with `wait=True`) when stored values do not fit."""
-        return self._submit(calls.set_schema(collection, fields, strict), wait, on_progress, timeout)
-
-    # Generations: another embedder for a collection, without downtime
-
-    @overload
-    def reindex(
-        self,
-        collection: str,
-        embedder: str,
-        *,
-        chunking: Mapping[str, int] | None = None,
-        promote: Literal["auto", "manual"] = "auto",
-        gate: Mapping[str, Any] | None = None,
-        reencode: bool = False,
-        wait: Literal[False] = False,
-    ) -> JobAccepted: ...
-
-    @overload
-    def reindex(
-        self,
-        collection: str,
-        embedder: str,
-        *,
-        chunking: Mapping[str, int] | None = None,
-        promote: Literal["auto", "manual"] = "auto",
-        gate: Mapping[str, Any] | None = None,
-        reencode: bool = False,
-        wait: Literal[True],
-        on_progress: ProgressCallback | None = None,
-        timeout: float | None = None,
-    ) -> Job: ...
-
-    def reindex(
-        self,
-        collection: str,
-        embedder: str,
-        *,
-        chunking: Mapping[str, int] | None = None,
-        promote: Literal["auto", "manual"] = "auto",
-        gate: Mapping[str, Any] | None = None,
-        reencode: bool = False,
-        wait: bool = False,
-        on_progress: ProgressCallback | None = None,
-        timeout: float | None = None,
-    ) -> JobAccepted | Job:
-        """Build a new generation of the collection with another embedder (a registry name) while it serves;
-        promoted when built (and gated: {"dataset" | "queries" + "qrels", "mode", "tolerance"}), or waiting for
-        `promote` with promote="manual". A model that encodes documents as the current one does (a `vela adapt`
-        model) gets the stored vectors copied; reencode=True encodes every document regardless. The job's `result`
-        has the gate's NDCG@10 figures and how many documents were embedded or copied."""
-        call = calls.reindex(collection, embedder, chunking, promote, gate, reencode)
-        return self._submit(call, wait, on_progress, timeout)
-
-    @overload
-    def promote(self, collection: str, *, wait: Literal[False] = False) -> JobAccepted: ...
-
-    @overload
-    def promote(
-        self,
-        collection: str,
-        *,
-        wait: Literal[True],
-        on_progress: ProgressCallback | None = None,
-        timeout: float | None = None,
-    ) -> Job: ...
-
-    def promote(
-        self,
-        collection: str,
-        *,
-        wait: bool = False,
-        on_progress: ProgressCallback | None = None,
-        timeout: float | None = None,
-    ) -> JobAccepted | Job:
-        """Switch searches to the generation a manual reindex finished; Conflict when none waits."""
-        return self._submit(calls.promote(collection), wait, on_progress, timeout)
-
-    @overload
-    def rollback(self, collection: str, *, wait: Literal[False] = False) -> JobAccepted: ...
-
-    @overload
-    def rollback(
-        self,
-        collection: str,
-        *,
-        wait: Literal[True],
-        on_progress: ProgressCallback | None = None,
-        timeout: float | None = None,
-    ) -> Job: ...
-
-    def rollback(
-        self,
-        collection: str,
-        *,
-        wait: bool = False,
-        on_progress: ProgressCallback | None = None,
-        timeout: float | None = None,
-    ) -> JobAccepted | Job:
-        """Switch searches back to the previous generation (kept until the next reindex); Conflict when none."""
-        return self._submit(calls.rollback(collection), wait, on_progress, timeout)
-
-    # Models and aliases
-
-    def list_models(self) -> list[Model]:
-        """The models requests may name (the built-in `default` first), with their kind, dims and recorded evals."""
-        return self._send(calls.list_models())
-
-    def list_aliases(self) -> list[Alias]:
-        return self._send(calls.list_aliases())
-
-    def get_alias(self, alias: str) -> Alias:
-        """The collection an alias points at; NotFound (`alias_not_found`) when there is none."""
-        return self._send(calls.get_alias(alias))
-
-    def set_alias(self, alias: str, collection: str) -> Alias:
-        """Point an alias at a collection: created, or switched atomically (searches through it see the old
-        collection or the new one). Conflict when a collection has the alias's name."""
-        return self._send(calls.set_alias(alias, collection))
-
-    def delete_alias(self, alias: str) -> None:
-        """Remove an alias; its collection stays."""
-        return self._send(calls.delete_alias(alias))
 
     # Search
 

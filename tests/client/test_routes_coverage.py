@@ -18,6 +18,6 @@ def test_every_api_operation_has_a_client_route(vela_url: str) -> None:
 
 def test_both_clients_have_the_same_methods() -> None:
     def public(cls: type) -> set[str]:
-        return {n for n in vars(cls) if not n.startswith("_")}
+        return {n for n in dir(cls) if not n.startswith("_")}
 
     assert public(VelaClient) - {"close"} == public(AsyncVelaClient) - {"aclose"}

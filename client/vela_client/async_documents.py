@@ -1,0 +1,234 @@
+"""`AsyncVelaClient`'s document methods: index, get, scroll and iterate, patch and delete documents, count them, and
+set the collection's metadata schema. The write methods start a job; with `wait=True` they wait for it (`_submit`)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable, Mapping
+from typing import Any, Literal, overload
+
+from vela_client import calls
+from vela_client.bases import AsyncBase
+from vela_client.calls import DocumentLike
+from vela_client.models import DocumentPage, Job, JobAccepted, StoredDocument
+from vela_client.waiting import AsyncProgressCallback
+
+
+class AsyncDocumentsMixin(AsyncBase):
+    """The documents of a collection, for `AsyncVelaClient`."""
+
+    @overload
+    async def index(
+        self,
+        collection: str,
+        documents: Iterable[DocumentLike],
+        *,
+        embedder: str | None = None,
+        shards: int | None = None,
+        schema: Mapping[str, str] | None = None,
+        strict: bool = False,
+        wait: Literal[False] = False,
+    ) -> JobAccepted: ...
+
+    @overload
+    async def index(
+        self,
+        collection: str,
+        documents: Iterable[DocumentLike],
+        *,
+        embedder: str | None = None,
+        shards: int | None = None,
+        schema: Mapping[str, str] | None = None,
+        strict: bool = False,
+        wait: Literal[True],
+        on_progress: AsyncProgressCallback | None = None,
+        timeout: float | None = None,
+    ) -> Job: ...
+
+    async def index(
+        self,
+        collection: str,
+        documents: Iterable[DocumentLike],
+        *,
+        embedder: str | None = None,
+        shards: int | None = None,
+        schema: Mapping[str, str] | None = None,
+        strict: bool = False,
+        wait: bool = False,
+        on_progress: AsyncProgressCallback | None = None,
+        timeout: float | None = None,
+    ) -> JobAccepted | Job:
+        """Upsert documents by id (the collection is created on first use, with `embedder`, `shards` and the
+        metadata fields `schema` declares, `strict` or not, as `set_schema` takes them; an existing collection must
+        have those, Conflict otherwise).
+
+        Returns the accepted job at once; with `wait=True`, waits for it (see `wait_job`) and returns its final
+        state, raising JobFailed if it did not succeed."""
+        call = calls.index(collection, documents, embedder=embedder, shards=shards, schema=schema, strict=strict)
+        return await self._submit(call, wait, on_progress, timeout)
+
+    @overload
+    async def delete_document(self, collection: str, doc_id: str, *, wait: Literal[False] = False) -> JobAccepted: ...
+
+    @overload
+    async def delete_document(
+        self,
+        collection: str,
+        doc_id: str,
+        *,
+        wait: Literal[True],
+        on_progress: AsyncProgressCallback | None = None,
+        timeout: float | None = None,
+    ) -> Job: ...
+
+    async def delete_document(
+        self,
+        collection: str,
+        doc_id: str,
+        *,
+        wait: bool = False,
+        on_progress: AsyncProgressCallback | None = None,
+        timeout: float | None = None,
+    ) -> JobAccepted | Job:
+        """Delete one document (any id: it is percent-encoded) through a job, like `index`."""
+        return await self._submit(calls.delete_document(collection, doc_id), wait, on_progress, timeout)
+
+    async def get_document(self, collection: str, doc_id: str) -> StoredDocument:
+        """A document as stored, with its passages; NotFound (`document_not_found` or `collection_not_found`)."""
+        return await self._send(calls.get_document(collection, doc_id))
+
+    async def scroll_documents(
+        self,
+        collection: str,
+        *,
+        filter: Mapping[str, Any] | None = None,
+        cursor: str | None = None,
+        limit: int | None = None,
+    ) -> DocumentPage:
+        """One page of the collection's documents in id order, filtered by metadata; pass `next_cursor` on.
+        A page may hold fewer than `limit` documents and still have a next_cursor (see `iter_documents`)."""
+        return await self._send(calls.scroll_documents(collection, filter=filter, cursor=cursor, limit=limit))
+
+    async def iter_documents(
+        self, collection: str, *, filter: Mapping[str, Any] | None = None, page_size: int | None = None
+    ) -> AsyncIterator[StoredDocument]:
+        """Every document (that passes `filter`) in id order, page after page until the scroll ends."""
+        cursor = None
+        while True:
+            page = await self.scroll_documents(collection, filter=filter, cursor=cursor, limit=page_size)
+            for doc in page.documents:
+                yield doc
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    @overload
+    async def patch_document(
+        self,
+        collection: str,
+        doc_id: str,
+        metadata: Mapping[str, Any],
+        *,
+        mode: Literal["merge", "replace"] = "merge",
+        wait: Literal[False] = False,
+    ) -> JobAccepted: ...
+
+    @overload
+    async def patch_document(
+        self,
+        collection: str,
+        doc_id: str,
+        metadata: Mapping[str, Any],
+        *,
+        mode: Literal["merge", "replace"] = "merge",
+        wait: Literal[True],
+        on_progress: AsyncProgressCallback | None = None,
+        timeout: float | None = None,
+    ) -> Job: ...
+
+    async def patch_document(
+        self,
+        collection: str,
+        doc_id: str,
+        metadata: Mapping[str, Any],
+        *,
+        mode: Literal["merge", "replace"] = "merge",
+        wait: bool = False,
+        on_progress: AsyncProgressCallback | None = None,
+        timeout: float | None = None,
+    ) -> JobAccepted | Job:
+        """New metadata for a document without re-embedding it, through a job: `merge` updates the given keys (a
+        key set to None is stored as null), `replace` sets the whole metadata."""
+        return await self._submit(calls.patch_document(collection, doc_id, metadata, mode), wait, on_progress, timeout)
+
+    @overload
+    async def delete_documents(
+        self,
+        collection: str,
+        *,
+        ids: Iterable[str] | None = None,
+        filter: Mapping[str, Any] | None = None,
+        wait: Literal[False] = False,
+    ) -> JobAccepted: ...
+
+    @overload
+    async def delete_documents(
+        self,
+        collection: str,
+        *,
+        ids: Iterable[str] | None = None,
+        filter: Mapping[str, Any] | None = None,
+        wait: Literal[True],
+        on_progress: AsyncProgressCallback | None = None,
+        timeout: float | None = None,
+    ) -> Job: ...
+
+    async def delete_documents(
+        self,
+        collection: str,
+        *,
+        ids: Iterable[str] | None = None,
+        filter: Mapping[str, Any] | None = None,
+        wait: bool = False,
+        on_progress: AsyncProgressCallback | None = None,
+        timeout: float | None = None,
+    ) -> JobAccepted | Job:
+        """Delete many documents through one job, like `index`: by `ids` (an id not stored is skipped), or every
+        document whose stored metadata passes `filter` (as `scroll_documents` takes it) when the job runs. Exactly
+        one of the two, else ValueError before anything is sent. The job's `result["deleted"]` says how many were
+        there."""
+        return await self._submit(calls.delete_documents(collection, ids, filter), wait, on_progress, timeout)
+
+    async def count(self, collection: str, filter: Mapping[str, Any] | None = None) -> int:
+        """Documents of the searchable (committed) index with a live passage that passes `filter`."""
+        return await self._send(calls.count(collection, filter))
+
+    @overload
+    async def set_schema(
+        self, collection: str, fields: Mapping[str, str], *, strict: bool = False, wait: Literal[False] = False
+    ) -> JobAccepted: ...
+
+    @overload
+    async def set_schema(
+        self,
+        collection: str,
+        fields: Mapping[str, str],
+        *,
+        strict: bool = False,
+        wait: Literal[True],
+        on_progress: AsyncProgressCallback | None = None,
+        timeout: float | None = None,
+    ) -> Job: ...
+
+    async def set_schema(
+        self,
+        collection: str,
+        fields: Mapping[str, str],
+        *,
+        strict: bool = False,
+        wait: bool = False,
+        on_progress: AsyncProgressCallback | None = None,
+        timeout: float | None = None,
+    ) -> JobAccepted | Job:
+        """Declare the collection's metadata fields ({name: "keyword" | "integer" | "float" | "boolean" |
+        "datetime"}) through a job, which fails (JobFailed with `wait=True`) when stored values do not fit."""
+        return await self._submit(calls.set_schema(collection, fields, strict), wait, on_progress, timeout)
