@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import threading
 import time
@@ -100,6 +101,16 @@ def _init_schema(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE jobs ADD COLUMN worker TEXT")
     if "result" not in columns:  # a jobs table from before jobs reported results
         conn.execute("ALTER TABLE jobs ADD COLUMN result TEXT")
+
+
+# An absolute path in an error (a library's "no file named ... in directory /srv/vela/models/x"): GET /jobs shows
+# errors to API callers, who must not learn the server's layout. The log keeps the whole message.
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.:/])/(?:[^\s'\"/:,;()]+/)+([^\s'\"/:,;()]*)")
+
+
+def without_paths(error: str | None) -> str | None:
+    """`error` with each absolute path cut to its last part: `/srv/vela/models/x` is `.../x`."""
+    return None if error is None else _ABSOLUTE_PATH.sub(lambda m: ".../" + m.group(1), error)
 
 
 class JobNotFound(KeyError):
@@ -229,7 +240,7 @@ class JobStore:
         keep = "payload" if status == JobStatus.FAILED else "NULL"
         self._conn().execute(
             f"UPDATE jobs SET status = ?, error = ?, finished_at = ?, payload = {keep} WHERE id = ?",
-            (status.value, error, time.time(), job_id),
+            (status.value, without_paths(error), time.time(), job_id),
         )
 
     def requeue(self, job_id: str) -> Job:

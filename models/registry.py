@@ -83,6 +83,17 @@ def read_config(root: Path) -> dict[str, Any]:
     return data
 
 
+# What a folder must hold besides config.json to be loadable: weights, whole or sharded (an ONNX export's graph).
+WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.onnx", "*.safetensors.index.json", "*.bin.index.json")
+
+
+def check_weights(root: Path) -> None:
+    """InvalidModelDir unless the folder holds weights: registering one without would accept a model that fails
+    on its first use."""
+    if not any(next(root.glob(pattern), None) for pattern in WEIGHT_PATTERNS):
+        raise InvalidModelDir("no weights (model.safetensors, pytorch_model.bin or model.onnx): not a whole model")
+
+
 def kind_of(config: dict[str, Any]) -> str:
     """As models.reranker tells them apart: a reranker's model_type is `vela_reranker`; anything else is an embedder
     (models.loading's table picks its class)."""
@@ -253,6 +264,7 @@ class ModelRegistry:
         if not src.is_dir():
             raise InvalidModelDir(f"{str(source)!r} is not a directory")
         config = read_config(src)
+        check_weights(src)
         self.root.mkdir(parents=True, exist_ok=True)
         with file_lock(self.root / LOCK_FILE):
             dest = self.root / name

@@ -10,7 +10,7 @@ from indexing.chunking import ChunkingParams
 from indexing.collection import Collection, CollectionConflict, CollectionSettings
 from indexing.filters import value_fits
 from indexing.jobs import Job, JobKind
-from service.model_registry import request_model
+from service.model_registry import UnusableModel, public_model_name, request_model
 from service.state import AppState
 
 
@@ -76,7 +76,8 @@ def get_or_create_collection(
     if state.collections.exists(name):
         coll = state.collections.get(name)
         if embedder is not None and coll.settings.embedder != model_dir:
-            raise CollectionConflict(f"collection {name!r} already uses embedder {coll.settings.embedder!r}")
+            shown_model = public_model_name(settings=s, stored=coll.settings.embedder)
+            raise CollectionConflict(f"collection {name!r} already uses embedder {shown_model!r}")
         if shards is not None and coll.settings.shards != shards:
             raise CollectionConflict(f"collection {name!r} already has {coll.settings.shards} shard(s)")
         if schema is not None and coll.settings.schema != schema:
@@ -85,7 +86,11 @@ def get_or_create_collection(
                 "change it with PUT /collections/{name}/schema"
             )
         return coll
-    model = state.embedders.get(model_dir)
+    try:
+        model = state.embedders.get(model_dir)
+    except (OSError, ValueError) as exc:  # a registered folder that does not load: the request's fault, no path
+        name_shown = public_model_name(settings=s, stored=model_dir)
+        raise UnusableModel(f"embedder: model {name_shown!r} cannot be loaded ({type(exc).__name__})") from exc
     if (shards or 1) > 1 and model.contextual:
         raise UnsupportedSharding(f"embedder {model_dir!r} is contextual (CDE): its collections cannot be sharded")
     dim = model.dim

@@ -65,7 +65,10 @@ def test_kind_dims_training_args_and_evals(tmp_path: Path) -> None:
     rr = _fake_model(
         tmp_path / "rr",
         {"model_type": RERANKER_MODEL_TYPE},
-        **{"training_args.json": json.dumps({"recipe_args": {"lr": 1}, "log_history": [1, 2, 3]})},
+        **{
+            "training_args.json": json.dumps({"recipe_args": {"lr": 1}, "log_history": [1, 2, 3]}),
+            "model.safetensors": "weights",
+        },
     )
     entry = reg.register("rr", rr)
     assert (entry.kind, entry.dims) == ("reranker", None)
@@ -95,6 +98,14 @@ def test_the_builtin_default_is_listed_and_reserved(tmp_path: Path, tiny_embedde
         reg.register("default", tiny_embedder_dir)
     with pytest.raises(InvalidModelName):
         reg.remove("default")
+
+
+def test_a_folder_without_weights_is_refused_at_registration(tmp_path: Path) -> None:
+    src = _fake_model(tmp_path / "noweights", {"model_type": "bert", "hidden_size": 16})
+    with pytest.raises(InvalidModelDir, match="no weights"):
+        ModelRegistry(tmp_path / "models").register("noweights", src)
+    (src / "model.safetensors.index.json").write_text("{}")  # sharded weights count
+    assert ModelRegistry(tmp_path / "models").register("sharded", src).kind == "embedder"
 
 
 @pytest.mark.parametrize(

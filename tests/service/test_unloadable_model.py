@@ -1,0 +1,47 @@
+"""A registered model that does not load (a folder put in the registry by hand, with no weights): a request naming it
+gets 422 invalid_model, never a 500, and no answer (a job's error included) shows a server path."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from indexing.jobs import without_paths
+from models.registry import ModelRegistry
+from tests.service.conftest import running_app, wait_job
+
+DOC = {"id": "d1", "text": "tides and the moon"}
+
+
+def test_a_model_without_weights_is_a_422_and_a_failed_reindex_shows_no_path(
+    tmp_path: Path, tiny_embedder_dir: Path
+) -> None:
+    data = tmp_path / "data"
+    hollow = ModelRegistry(data / "models").root / "hollow"
+    hollow.mkdir(parents=True)
+    (hollow / "config.json").write_text(json.dumps({"model_type": "bert", "hidden_size": 16}))
+    with running_app(data, embedder=str(tiny_embedder_dir)) as (client, _):
+        r = client.post("/index", json={"collection": "new", "embedder": "hollow", "documents": [DOC]})
+        assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_model", r.text
+        assert str(tmp_path) not in r.text and "hollow" in r.json()["error"]["message"]
+        assert client.get("/collections/new").status_code == 404
+        r = client.post("/index", json={"collection": "c", "documents": [DOC]})
+        assert wait_job(client, r.json()["job_id"])["status"] == "succeeded"
+        r = client.post("/collections/c/reindex", json={"embedder": "hollow"})
+        job = wait_job(client, r.json()["job_id"])
+        assert job["status"] == "failed" and str(tmp_path) not in job["error"], job
+
+
+@pytest.mark.parametrize(
+    ("error", "shown"),
+    [
+        ("OSError: no file named model.safetensors found in directory /srv/vela/models/x.", "directory .../x."),
+        ("[Errno 28] No space left on device: '/srv/vela/collections/c/docs.sqlite3'", "'.../docs.sqlite3'"),
+        ("see http://host/a/b", "see http://host/a/b"),  # a URL is not a server path
+        ("relative/path/kept", "relative/path/kept"),
+    ],
+)
+def test_job_errors_cut_absolute_paths(error: str, shown: str) -> None:
+    assert shown in (without_paths(error) or "")
