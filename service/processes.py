@@ -15,8 +15,10 @@ processes are forked).
 The supervisor forks the processes after the imports (so they start fast and share those pages) and before
 any thread pool is started. It starts a process again when one dies. It stops them all on SIGTERM or SIGINT,
 and when one exits with status 2, which means the configuration is wrong (for example VELA_DEVICE=cuda
-without CUDA): starting it again would fail the same way. Each process gets SIGTERM when the supervisor dies,
-so a killed supervisor leaves no server behind.
+without CUDA): starting it again would fail the same way. To stop, it closes its own copy of the listening
+socket and then sends SIGTERM to each process, which stops accepting (closing its copy), answers the requests it
+has and stops its job: from then on the port refuses new connections at once, as a single process's would. Each
+process gets SIGTERM when the supervisor dies, so a killed supervisor leaves no server behind.
 """
 
 from __future__ import annotations
@@ -128,8 +130,11 @@ def serve(n: int, host: str, port: int, run_one: Callable[[socket.socket], int],
             if not stopping:
                 spawn(slot)
     finally:
-        _stop_all(children)
+        # The supervisor's copy of the socket goes first: the processes close theirs when they stop accepting
+        # (uvicorn's shutdown), and the port must then refuse connections, as one process does, rather than queue
+        # them for nobody while the processes drain their requests and stop their jobs (up to STOP_WAIT_S).
         sock.close()
+        _stop_all(children)
         if own_metrics_dir:
             shutil.rmtree(metrics_dir, ignore_errors=True)
     return status

@@ -3,12 +3,16 @@
 Every request below opens its own connection, so the kernel hands them to either process. Jobs are recorded by
 whichever process took the request and run by the one that holds the job runner's lock; a collection deleted or
 created again through one process is gone or new in the other at once; /metrics sums both; a killed process is
-started again and a killed runner's jobs move to the other; SIGTERM stops everything."""
+started again and a killed runner's jobs move to the other; SIGTERM (or SIGINT) stops everything, and once the
+processes stop accepting, the port refuses new connections while the requests they took are still answered."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -155,6 +159,72 @@ def test_sigterm_stops_every_process(server: dict[str, Any]) -> None:
     proc = server["proc"]
     children = _children(proc.pid)
     proc.send_signal(signal.SIGTERM)
+    assert proc.wait(60) == 0
+    for pid in children:
+        _wait(lambda p=pid: not _alive(p), 30, f"process {pid} outlived the server")
+
+
+def _listening_inode(port: int) -> str:
+    """The inode of the socket listening on `port` (one socket, whose copies the supervisor and its processes hold)."""
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        f = line.split()
+        if int(f[1].rsplit(":", 1)[1], 16) == port and f[3] == "0A":  # 0A: LISTEN
+            return f[9]
+    raise AssertionError(f"nothing listens on {port}")
+
+
+def _holds(pid: int, inode: str) -> bool:
+    """Whether process `pid` still has a copy of socket `inode` open."""
+    try:
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    for fd in fds:
+        with contextlib.suppress(OSError):  # an fd closed meanwhile
+            if os.readlink(fd) == f"socket:[{inode}]":
+                return True
+    return False
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stopping_server_refuses_new_connections_and_answers_accepted_ones(
+    server: dict[str, Any], sig: signal.Signals
+) -> None:
+    """Once every process has stopped accepting, a new connection is refused at once (as with one process) rather
+    than queued on a socket nobody accepts on; a request a process took before the signal is still answered."""
+    base, proc = server["base"], server["proc"]
+    port = int(base.rsplit(":", 1)[1])
+    _index(base, "c", DOCS[:4])
+    children, inode = _children(proc.pid), _listening_inode(port)
+    assert all(_holds(pid, inode) for pid in [proc.pid, *children])
+
+    # A request in progress: its headers are in, and the app waits for its body (uvicorn's "100 Continue" says
+    # the app has asked for it). The process that took it drains it before it exits.
+    body = json.dumps({"collection": "c", "query": "moon gravity", "k": 3}).encode()
+    held = socket.create_connection(("127.0.0.1", port), timeout=60)
+    try:
+        held.sendall(
+            b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % len(body)
+        )
+        assert held.recv(100).startswith(b"HTTP/1.1 100 ")
+
+        proc.send_signal(sig)
+        _wait(lambda: not any(_holds(pid, inode) for pid in children), 30, "the processes never stopped accepting")
+        assert proc.poll() is None  # still stopping: the held request keeps its process (and so the supervisor)
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=10).close()
+        with pytest.raises(httpx.ConnectError):  # not a timeout: nothing is left waiting to be accepted
+            httpx.get(f"{base}/healthz", timeout=10)
+
+        held.sendall(body)
+        answer = b""
+        while chunk := held.recv(65536):  # to the end: a stopping process closes the connection after the answer
+            answer += chunk
+    finally:
+        held.close()
+    assert answer.startswith(b"HTTP/1.1 200 "), answer[:300]
+    assert b'"hits"' in answer
     assert proc.wait(60) == 0
     for pid in children:
         _wait(lambda p=pid: not _alive(p), 30, f"process {pid} outlived the server")
