@@ -77,6 +77,8 @@ def run_generation_job(
     except GateRefused as exc:
         jobs.finish(job_id, JobStatus.FAILED, error=str(exc))
         return JobStatus.FAILED
+    if job.kind != JobKind.REINDEX:  # a switch is one step: done 1 of 1 (a reindex counts its documents)
+        jobs.progress(job_id, 1, 1)
     jobs.set_result(job_id, result)
     jobs.finish(job_id, JobStatus.SUCCEEDED)
     return JobStatus.SUCCEEDED

@@ -214,6 +214,15 @@ def test_index_through_the_console_then_find_it(browser: Any, open_server: tuple
     assert f"chars 0–{len(TIDES)}" in first.text
     assert {m.text for m in _all(first, "mark")} == {"Tides", "caused"}
     assert first.find_element("css selector", ".hit-text").text == TIDES
+    # A metadata filter goes with the search: no document has this field, so nothing passes.
+    _type(browser, "#search-filter", '{"must": [{"key": "lang", "match": {"value": "de"}}]}')
+    _css(browser, "#search-submit").click()
+    _until(browser, lambda d: "No hits." in _css(d, "#search-results").text)
+    _css(browser, "#search-filter").clear()
+    _type(browser, "#search-filter", '{"must": [')
+    _css(browser, "#search-submit").click()
+    assert "Filter: not JSON" in _until(browser, lambda d: _css(d, "#search-error").text)
+    _css(browser, "#search-filter").clear()
 
     loaded = json.loads(EVAL_RESULT.read_text())
     _css(browser, "#eval-files").send_keys(str(EVAL_RESULT))

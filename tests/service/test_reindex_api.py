@@ -108,7 +108,8 @@ def test_manual_promotion_catches_up_with_writes_made_while_it_waited(app: tuple
     r = client.post("/index", json={"collection": "c", "documents": [{"id": "new1", "text": "a volcano erupted"}]})
     assert wait_job(client, r.json()["job_id"])["status"] == "succeeded"
     assert wait_job(client, client.delete("/collections/c/documents/d5").json()["job_id"])["status"] == "succeeded"
-    assert _post(client, "/collections/c/promote")["status"] == "succeeded"
+    promoted = _post(client, "/collections/c/promote")
+    assert promoted["status"] == "succeeded" and (promoted["done"], promoted["total"]) == (1, 1)
     gen = _generations(client)
     assert gen["current"]["generation"] == waiting["generation"] and gen["building"] is None
     assert client.get("/collections/c/documents/new1").status_code == 200

@@ -54,6 +54,8 @@ function request() {
     dim: byId("search-dim").value,
     group_by_doc: byId("search-group").checked,
   };
+  const filter = byId("search-filter").value.trim();
+  if (filter) body.filter = JSON.parse(filter); // a SyntaxError is shown as the search's error
   if (byId("search-rerank").checked) {
     body.rerank = { top_n: Number(byId("search-rerank-top-n").value) || 50 };
     const model = byId("search-rerank-model").value.trim();
@@ -63,10 +65,16 @@ function request() {
 }
 
 export async function runSearch() {
-  const body = request();
   const error = byId("search-error");
   const results = byId("search-results");
   error.textContent = "";
+  let body;
+  try {
+    body = request();
+  } catch (err) {
+    error.textContent = `Filter: not JSON (${err.message})`;
+    return;
+  }
   if (!body.collection) {
     error.textContent = "Choose a collection (index a document first if there is none).";
     return;
@@ -107,7 +115,8 @@ function rerankSummary(r) {
   );
 }
 
-const SCORE_LABEL = { hybrid: "fused score (RRF)", dense: "dense score", bm25: "BM25 score" };
+// Hybrid scores are the collection's own fusion (RRF, a convex combination or one list: GET /collections/{name}).
+const SCORE_LABEL = { hybrid: "fused score", dense: "dense score", bm25: "BM25 score" };
 
 function hitCard(hit, rank, mode, stems) {
   const p = hit.passage;
