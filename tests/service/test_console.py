@@ -223,6 +223,8 @@ def test_index_through_the_console_then_find_it(browser: Any, open_server: tuple
     _css(browser, "#search-submit").click()
     assert "Filter: not JSON" in _until(browser, lambda d: _css(d, "#search-error").text)
     _css(browser, "#search-filter").clear()
+    _css(browser, "#search-submit").click()  # without a filter again: the hits come back
+    assert _until(browser, lambda d: _all(d, ".hit"))[0].get_attribute("data-hit-id") == "tides"
 
     loaded = json.loads(EVAL_RESULT.read_text())
     _css(browser, "#eval-files").send_keys(str(EVAL_RESULT))
