@@ -178,11 +178,11 @@ def delete_documents(name: str, body: DeleteDocumentsRequest, state: State, requ
 
 
 @router.post("/{name}/count", response_model=CountResponse, responses=ERRORS)
-def count_documents(name: str, body: CountRequest, state: State) -> CountResponse:
+def count_documents(name: str, state: State, body: CountRequest | None = None) -> CountResponse:
     """Documents with a live passage that passes the filter, in the searchable (committed) index: what searches
-    see, so writes count once their job has succeeded."""
+    see, so writes count once their job has succeeded. No body counts every document."""
     coll = _collection(state, name)
-    node = parse_request_filter(body.filter, coll.settings.schema)
+    node = parse_request_filter(body.filter if body is not None else None, coll.settings.schema)
     return CountResponse(count=count(state=state, coll=coll, node=node))
 
 
