@@ -243,6 +243,14 @@ class JobStore:
             (status.value, without_paths(error), time.time(), job_id),
         )
 
+    def fail_if_queued(self, job_id: str, error: str) -> bool:
+        """Fail a job that no worker has started, in one statement; False when one has (or it has ended)."""
+        cur = self._conn().execute(
+            "UPDATE jobs SET status = ?, error = ?, finished_at = ? WHERE id = ? AND status = ?",
+            (JobStatus.FAILED.value, without_paths(error), time.time(), job_id, JobStatus.QUEUED.value),
+        )
+        return cur.rowcount == 1
+
     def requeue(self, job_id: str) -> Job:
         """Queue a failed job again (its error stays until it runs); JobNotRetryable unless it failed."""
         cur = self._conn().execute(

@@ -13,8 +13,20 @@ from indexing.jobs import JobStore
 log = logging.getLogger("vela.queue")
 
 
+class QueueUnavailable(RuntimeError):
+    """A job could not be handed to the queue (Redis unreachable). The queue raising it has already marked the job
+    failed, so nothing runs it later: the request that made it is to be sent again (the API answers 503
+    `queue_unavailable` with `Retry-After: retry_after_s`)."""
+
+    def __init__(self, message: str, *, job_id: str, retry_after_s: int = 5) -> None:
+        super().__init__(message)
+        self.job_id = job_id
+        self.retry_after_s = retry_after_s
+
+
 class JobQueue(Protocol):
-    """Where the API hands job ids: in-process by default, a Redis stream in production."""
+    """Where the API hands job ids: in-process by default, a Redis stream in production. `submit` raises
+    QueueUnavailable when the job could not be handed over (the job is then failed, never run)."""
 
     def start(self) -> None: ...
 

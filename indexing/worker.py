@@ -15,6 +15,7 @@ from indexing import gpu_index
 from indexing.ingest import run_job
 from indexing.jobs import JobStore
 from indexing.logs import configure_logging
+from indexing.queue import QueueUnavailable
 from indexing.redis_queue import RedisJobQueue, RedisWorker
 from indexing.reindex import clean_all
 from indexing.settings import IndexingSettings
@@ -53,7 +54,15 @@ def main(*, name: str | None = None) -> int:
         log.info("collection checked", extra={"collection": coll_name, "outcome": outcome})
     clean_all(collections, jobs)  # generations of reindexes that are over; a running one resumes
 
-    producer = RedisJobQueue(settings.redis_url, stream=settings.queue_stream)
+    producer = RedisJobQueue(settings.redis_url, stream=settings.queue_stream, jobs=jobs)
+
+    def submit_refresh(job_id: str) -> None:
+        # A CDE context refresh: a reindex job, taken by whichever worker is free. Redis gone meanwhile fails the
+        # refresh (the next write that finds the corpus drifted queues another), not the job that just ended.
+        try:
+            producer.submit(job_id)
+        except QueueUnavailable:
+            log.warning("context refresh not queued: job queue unreachable", extra={"job_id": job_id})
 
     def run(job_id: str, heartbeat: Callable[[], None]) -> object:
         return run_job(
@@ -67,7 +76,7 @@ def main(*, name: str | None = None) -> int:
             ray=settings.ray_ingest(),
             on_progress=lambda _done, _total: heartbeat(),
             worker=name,
-            submit=producer.submit,  # a CDE context refresh: a reindex job, taken by whichever worker is free
+            submit=submit_refresh,
         )
 
     stop = threading.Event()

@@ -14,6 +14,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from indexing.filters import FilterError, Node, Schema, parse_filter
+from indexing.queue import QueueUnavailable
 
 log = logging.getLogger("vela.service")
 
@@ -126,6 +127,13 @@ def install_error_handlers(app: FastAPI) -> None:
         if exc.status_code == 405:
             headers = {**(headers or {}), "Allow": _allowed(request)}
         return error_response(exc.status_code, code, str(exc.detail), headers=headers)
+
+    @app.exception_handler(QueueUnavailable)
+    async def _queue_unavailable(_: Request, exc: QueueUnavailable) -> JSONResponse:
+        # Every write that queues a job ends here when Redis is away: the job is already failed (never run
+        # later), so the client sends the request again; the Python client retries a 503 after Retry-After.
+        headers = {"Retry-After": str(exc.retry_after_s)}
+        return error_response(503, "queue_unavailable", str(exc), headers=headers)
 
     @app.exception_handler(Exception)
     async def _unhandled(request: Request, exc: Exception) -> JSONResponse:

@@ -9,7 +9,7 @@ from indexing import gpu_index
 from indexing.collection import Collection
 from indexing.ingest import run_job
 from indexing.job_runner import SharedLaneQueue
-from indexing.jobs import JobStore
+from indexing.jobs import JobStatus, JobStore
 from indexing.lanes import LaneQueue
 from indexing.queue import JobQueue
 from indexing.redis_queue import RedisJobQueue
@@ -64,7 +64,7 @@ def build_state(settings: Settings) -> AppState:
     queue: JobQueue
     if settings.redis_url:
         # Production: jobs go through Redis to `vela worker` processes; this process only serves.
-        queue = RedisJobQueue(settings.redis_url, stream=settings.queue_stream)
+        queue = RedisJobQueue(settings.redis_url, stream=settings.queue_stream, jobs=jobs)
     elif settings.serving_processes > 1:
         # One of several `vela serve` processes: jobs run in whichever holds the job runner's lock.
         queue = SharedLaneQueue(jobs, run, data_dir / "jobs.lock", on_lead=lambda: maintain(collections, jobs))
@@ -107,11 +107,22 @@ def start(state: AppState) -> None:
     state.queue.start()
     if isinstance(state.queue, RedisJobQueue):
         # A job recorded but not yet handed to Redis (the API died in between) is handed over again;
-        # a duplicate entry is harmless: a finished job is skipped, a running one is idempotent.
+        # a duplicate entry is harmless: a finished job is skipped, a running one is idempotent. A job the API
+        # could not hand over while it ran is not among them: `submit` failed it and the client was told to retry.
+        # `resubmit`, not `submit`: Redis failing here stops the start-up (the process is started again) and
+        # leaves these jobs queued, never failed.
         for job_id in state.jobs.unfinished():
-            if state.jobs.get(job_id).status == "queued":
-                state.queue.submit(job_id)
+            if state.jobs.get(job_id).status == JobStatus.QUEUED:
+                state.queue.resubmit(job_id)
     state.ready = True
+
+
+def queue_status(state: AppState) -> str:
+    """`ok`, or `unreachable` while the job queue (Redis) does not answer: writes are then refused with 503
+    `queue_unavailable`, searches go on. A PING with a short timeout; the in-process queues are always `ok`."""
+    if isinstance(state.queue, RedisJobQueue) and not state.queue.reachable():
+        return "unreachable"
+    return "ok"
 
 
 def maintain(collections: CollectionStore, jobs: JobStore) -> None:

@@ -106,10 +106,21 @@ def ingest_with_a_killed_worker(tmp_path: Path, redis_url: str, embedder: Path, 
             info = client.get("/collections/big").json()
             assert info["documents"] == n_docs and info["passages"] == n_docs  # no duplicate passages
             _every_document_is_searchable(client, n_docs)
+            _wait_stream_drained(redis_url)
     finally:
         for p in workers.values():
             p.kill()
             p.wait(10)
+
+
+def _wait_stream_drained(redis_url: str) -> None:
+    """The killed worker's entry stayed pending until taken over; once its job ended it was acknowledged and
+    deleted: the stream holds no job that is done."""
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    deadline = time.time() + 60
+    while client.xlen("vela:jobs") or client.xpending("vela:jobs", "vela-workers")["pending"]:
+        assert time.time() < deadline, client.xrange("vela:jobs")
+        time.sleep(0.05)
 
 
 def _kill_at(client: httpx.Client, job_id: str, workers: dict[str, subprocess.Popen[bytes]], fraction: float) -> str:

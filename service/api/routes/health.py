@@ -4,6 +4,7 @@ from fastapi import APIRouter, Response
 
 from service.deps import State
 from service.errors import ApiError
+from service.state import queue_status
 
 router = APIRouter(tags=["health"])
 # Apart from the probes: VELA_PROTECT_METRICS puts it behind the API key.
@@ -22,14 +23,18 @@ router.add_api_route("/healthz", healthz, methods=["HEAD"], include_in_schema=Fa
 
 @router.get("/readyz", responses={503: {"description": "still starting"}})
 def readyz(state: State) -> dict[str, object]:
-    """Readiness: models loaded, collections checked, the job queue running."""
+    """Readiness: models loaded, collections checked, the job queue running. `queue` is `unreachable` while Redis
+    does not answer: writes are refused with 503 `queue_unavailable` meanwhile, but searches are served, so the
+    process stays ready (200)."""
     if not state.ready:
         raise ApiError(503, "not_ready", "starting: loading models and checking collections")
-    # Counts only: the probe is public even with keys on, and must not show install paths.
+    # Counts and states only: the probe is public even with keys on, and must not show install paths or the
+    # Redis URL.
     return {
         "status": "ready",
         "collections": len(state.collections.names()),
         "embedders": len(state.embedders.loaded()),
+        "queue": queue_status(state),
     }
 
 
