@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -68,6 +68,11 @@ class Schema:
 class Match:
     key: str
     values: tuple[Any, ...]  # any of; datetimes as epoch microseconds
+    # The values as a set (a row's value is looked up, not compared with each of up to MAX_ANY values)
+    typed: frozenset[tuple[str, Any]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "typed", frozenset(filter(None, map(_typed_key, self.values))))
 
 
 @dataclass(frozen=True)
@@ -265,9 +270,16 @@ def _scalars(value: Any) -> list[Any]:
     return [v for v in value if v is not None] if isinstance(value, list) else ([] if value is None else [value])
 
 
-def _same(a: Any, b: Any) -> bool:
-    """Equality that keeps booleans apart from numbers (True is not 1 in a filter)."""
-    return isinstance(a, bool) == isinstance(b, bool) and a == b
+def _typed_key(v: Any) -> tuple[str, Any] | None:
+    """What equality in a filter compares: booleans apart from numbers (True is not 1), 1 equal to 1.0 (they hash
+    alike), strings as they are; None for a value that equals no filter value (a list, an object)."""
+    if isinstance(v, bool):
+        return ("b", v)
+    if isinstance(v, int | float):
+        return ("n", v)
+    if isinstance(v, str):
+        return ("s", v)
+    return None
 
 
 def _in_range(r: Range, x: float) -> bool:
@@ -299,7 +311,7 @@ def matches(node: Node, metadata: Mapping[str, Any]) -> bool:
         return node.key in metadata and metadata[node.key] is None
     values = _scalars(metadata.get(node.key))
     if isinstance(node, Match):
-        return any(_same(v, w) for v in values for w in node.values)
+        return any(_typed_key(v) in node.typed for v in values)
     for v in values:
         x = _range_value(v, node.dated)
         if x is not None and _in_range(node, x):

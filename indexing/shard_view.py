@@ -7,6 +7,7 @@ live document frequencies, lengths and counts. Segments unchanged since the prev
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -94,7 +95,7 @@ class ShardView:
         self._row_len = np.concatenate([x.postings.lengths for x in t]).astype(np.float64) if t else np.empty(0)
         self.schema = Schema.from_json(manifest.get("schema"))
         self.scope = Scope(self.targets, self.parts, self._row_live, self.n_live)
-        self._filter_cache: OrderedDict[str, Scope] = OrderedDict()
+        self._filter_cache: OrderedDict[bytes, Scope] = OrderedDict()
         self._filter_lock = threading.Lock()
 
     @classmethod
@@ -135,7 +136,9 @@ class ShardView:
         segment: tenants and sources repeat from query to query, and a view lives until the next publish."""
         if node is None:
             return self.scope
-        key = repr(node)  # not the node itself: True == 1 in Python, and a filter must not mistake one for the other
+        # A digest of the node's repr, not the node itself (True == 1 in Python, and a filter must not mistake one
+        # for the other), nor the repr (a filter within the limits can be megabytes of text; 64 kept per view).
+        key = hashlib.blake2b(repr(node).encode(), digest_size=16).digest()
         with self._filter_lock:
             scope = self._filter_cache.get(key)
             if scope is not None:

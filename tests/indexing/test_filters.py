@@ -205,3 +205,26 @@ def test_cached_filter_scopes_keep_true_and_one_apart(tmp_path: Path) -> None:
     assert engine_count(coll, fanout, one) == 1  # d1 (n is undeclared: scanned, then cached)
     assert engine_count(coll, fanout, true) == 0
     assert engine_count(coll, fanout, one) == 1
+
+
+def test_match_compares_by_type_with_a_set_of_values() -> None:
+    """`any` values are looked up (a filter may hold 256 x 1,024 of them): True is not 1, 1 is 1.0, "1" is not 1,
+    and a list or object in the metadata equals no filter value."""
+    node = parse_filter({"must": [{"key": "v", "match": {"any": [1, True, "x", *map(str, range(1000))]}}]})
+    assert node is not None
+    for value, passes in [
+        (1.0, True),
+        (1, True),
+        (True, True),
+        (False, False),
+        (0, False),
+        ("1", True),  # one of the strings "0" to "999"
+        ("x", True),
+        ([2, "x"], True),  # a list passes when one of its values does
+        ({"a": 1}, False),
+        (None, False),
+        (2.5, False),
+    ]:
+        assert matches(node, {"v": value}) is passes, value
+    flag = parse_filter({"must": [{"key": "v", "match": {"value": 1}}]})
+    assert flag is not None and not matches(flag, {"v": True}) and matches(flag, {"v": 1.0})
