@@ -162,11 +162,13 @@ def _run_batches(
 ) -> JobStatus:
     if kind in (JobKind.DELETE, JobKind.DELETE_BY_FILTER):
         ids = [str(x) for x in payload] if kind == JobKind.DELETE else _matching(coll, payload[0])
-        deleted = 0
+        # Run again after a crash, the job adds to what its earlier runs recorded (they deleted those already).
+        deleted = int((jobs.get(job_id).result or {}).get("deleted", 0))
         for start in range(0, len(ids), DELETE_BATCH):  # bounded transactions, progress as they go
             part = ids[start : start + DELETE_BATCH]
             deleted += sum(target.docstore.delete([part[i] for i in pos]) for target, pos in _route(coll, part))
             jobs.progress(job_id, start + len(part), len(ids))
+            jobs.set_result(job_id, {"deleted": deleted})
         jobs.progress(job_id, len(ids), len(ids))  # none matched: done 0 of 0
         jobs.set_result(job_id, {"deleted": deleted})
         return JobStatus.SUCCEEDED

@@ -154,11 +154,12 @@ def submit_delete_many(
     is checked against the collection's schema here: FilterError). CollectionNotFound, BatchTooLarge."""
     coll = state.collections.get(collection)
     if ids is not None:
-        if len(ids) > state.settings.max_batch_documents:
+        unique = list(dict.fromkeys(ids))  # repeats counted once, as the docs say
+        if len(unique) > state.settings.max_batch_documents:
             raise BatchTooLarge(
-                f"{len(ids)} ids in one request; the limit is {state.settings.max_batch_documents}: split the batch"
+                f"{len(unique)} ids in one request; the limit is {state.settings.max_batch_documents}: split the batch"
             )
-        job = state.jobs.create(collection=coll.name, kind=JobKind.DELETE, payload=list(dict.fromkeys(ids)))
+        job = state.jobs.create(collection=coll.name, kind=JobKind.DELETE, payload=unique)
     else:
         parse_filter(raw_filter, Schema.from_json(coll.settings.schema))
         job = state.jobs.create(collection=coll.name, kind=JobKind.DELETE_BY_FILTER, payload=[raw_filter])

@@ -161,3 +161,18 @@ def test_batches_are_capped_by_documents_and_by_text() -> None:
     sizes = [[d["id"] for d in b] for b in _batches(docs, max_docs=3, max_chars=60)]
     assert sizes == [["0", "1", "2"], ["3", "4"], ["5"], ["6"]]
     assert [d for b in _batches(docs, 256, 1_000_000) for d in b] == docs
+
+
+def test_a_delete_run_again_after_a_crash_adds_to_what_it_had_deleted(
+    store: CollectionStore, settings: CollectionSettings, embedders: EmbedderCache, tmp_path: Path
+) -> None:
+    coll = store.create(settings)
+    jobs = JobStore(tmp_path / "jobs.sqlite3")
+    assert _run(store, jobs, embedders, DOCS) == JobStatus.SUCCEEDED
+    job = jobs.create(collection="c1", kind=JobKind.DELETE_BY_FILTER, payload=[{"must": []}])
+    # The first run deleted 5 documents, recorded that, and the process died: the run again finds 7.
+    coll.docstore.delete([d["id"] for d in DOCS[:5]])
+    jobs.start(job.id)
+    jobs.set_result(job.id, {"deleted": 5})
+    assert run_job(job_id=job.id, jobs=jobs, collections=store, embedders=embedders) == JobStatus.SUCCEEDED
+    assert jobs.get(job.id).result == {"deleted": 12} and coll.docstore.counts()[0] == 0
