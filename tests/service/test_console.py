@@ -222,6 +222,7 @@ def test_index_through_the_console_then_find_it(browser: Any, open_server: tuple
     _type(browser, "#search-filter", '{"must": [')
     _css(browser, "#search-submit").click()
     assert "Filter: not JSON" in _until(browser, lambda d: _css(d, "#search-error").text)
+    assert _css(browser, "#search-results").text == ""  # the previous answer is not left under the error
     _css(browser, "#search-filter").clear()
     _css(browser, "#search-submit").click()  # without a filter again: the hits come back
     assert _until(browser, lambda d: _all(d, ".hit"))[0].get_attribute("data-hit-id") == "tides"

@@ -13,6 +13,14 @@ export class ApiError extends Error {
   }
 }
 
+/** A request body that is JSON text already, sent as it is: a filter typed in the console keeps its numbers
+ * exactly as written (JSON.parse would turn 2005.0 into 2005, and round integers past 2^53). */
+export class RawJson {
+  constructor(text) {
+    this.text = text;
+  }
+}
+
 let unauthorized = () => {};
 
 /** Called with the ApiError of every 401, so that the page can ask for a key. */
@@ -41,7 +49,7 @@ export async function api(method, path, body) {
   const init = { method, headers, cache: "no-store", credentials: "same-origin" };
   if (body !== undefined) {
     headers["Content-Type"] = "application/json";
-    init.body = JSON.stringify(body);
+    init.body = body instanceof RawJson ? body.text : JSON.stringify(body);
   }
   let response;
   try {

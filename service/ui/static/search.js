@@ -4,7 +4,7 @@
 // The API returns no matched terms, so the highlighting is the console's own: query words, English stopwords
 // dropped, matched on a rough stem (BM25 uses a Snowball stemmer; the two can differ on some words).
 
-import { api } from "./api.js";
+import { api, RawJson } from "./api.js";
 import { byId, el, fmtNumber, show } from "./dom.js";
 
 const STOPWORDS = new Set(
@@ -54,8 +54,6 @@ function request() {
     dim: byId("search-dim").value,
     group_by_doc: byId("search-group").checked,
   };
-  const filter = byId("search-filter").value.trim();
-  if (filter) body.filter = JSON.parse(filter); // a SyntaxError is shown as the search's error
   if (byId("search-rerank").checked) {
     body.rerank = { top_n: Number(byId("search-rerank-top-n").value) || 50 };
     const model = byId("search-rerank-model").value.trim();
@@ -64,14 +62,24 @@ function request() {
   return body;
 }
 
+/** The body as JSON text, with the filter as typed (checked to be JSON: a SyntaxError is the caller's to show). */
+function requestText(body) {
+  const filter = byId("search-filter").value.trim();
+  if (!filter) return new RawJson(JSON.stringify(body));
+  JSON.parse(filter);
+  return new RawJson(`${JSON.stringify(body).slice(0, -1)},"filter":${filter}}`);
+}
+
 export async function runSearch() {
   const error = byId("search-error");
   const results = byId("search-results");
   error.textContent = "";
-  let body;
+  const body = request();
+  let text;
   try {
-    body = request();
+    text = requestText(body);
   } catch (err) {
+    show(results); // no answer on screen that this request did not give
     error.textContent = `Filter: not JSON (${err.message})`;
     return;
   }
@@ -81,7 +89,7 @@ export async function runSearch() {
   }
   show(results, el("p", { class: "note" }, "Searching…"));
   try {
-    const response = await api("POST", "/search", body);
+    const response = await api("POST", "/search", text);
     drawResults(body, response);
   } catch (err) {
     show(results);
