@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
 from typing import Any
 
 import h11
@@ -26,7 +27,9 @@ class HeaderDeadline:
     `service.middleware.limit_body`). A protocol says when it waits for headers (`awaiting_headers`)."""
 
     header_timeout_s = 10.0
+    max_header_bytes = 1_048_576
     _header_timer: asyncio.TimerHandle | None = None
+    _header_bytes = 0  # bytes received for the request whose headers are pending
     loop: asyncio.AbstractEventLoop
     transport: asyncio.Transport
     cycle: Any
@@ -39,11 +42,41 @@ class HeaderDeadline:
         self._arm()
 
     def data_received(self, data: bytes) -> None:
+        if self.awaiting_headers():  # before the parser holds them: the head's bytes in this chunk, to its end
+            end = data.find(b"\r\n\r\n")
+            if self._header_bytes + (len(data) if end < 0 else end + 4) > self.max_header_bytes:
+                self._refuse_headers()
+                return
         super().data_received(data)  # type: ignore[misc]
+        if self.transport.is_closing():
+            return
         if self.awaiting_headers():  # still (or again) in the headers of a request
+            end = data.rfind(b"\r\n\r\n")  # a new request's head may start within this chunk
+            self._header_bytes = self._header_bytes + len(data) if end < 0 else len(data) - end - 4
             self._arm()
         else:
+            self._header_bytes = 0
             self._disarm()
+
+    def _refuse_headers(self) -> None:
+        """431 and close: the request line and headers are read into memory before any route or key check, so
+        their size is bounded here (a 150 MB URL was read whole)."""
+        self._disarm()
+        body = json.dumps(
+            {
+                "error": {
+                    "code": "headers_too_large",
+                    "message": f"the request line and headers pass {self.max_header_bytes} bytes "
+                    "(VELA_MAX_HEADER_BYTES): send large values in a body",
+                }
+            }
+        ).encode()
+        head = (
+            "HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+        )
+        self.transport.write(head.encode() + body)
+        self.transport.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
@@ -114,7 +147,8 @@ def uvicorn_config(
 ) -> uvicorn.Config:
     """Header and keep-alive timeouts and a cap on concurrent connections (uvicorn answers 503 beyond it)."""
     base = _httptools_protocol() or HeaderTimeoutProtocol
-    protocol = type("VelaHTTPProtocol", (base,), {"header_timeout_s": settings.header_timeout_s})
+    limits = {"header_timeout_s": settings.header_timeout_s, "max_header_bytes": settings.max_header_bytes}
+    protocol = type("VelaHTTPProtocol", (base,), limits)
     options: dict[str, Any] = {"log_config": None, "access_log": False, **extra}
     return uvicorn.Config(
         app,

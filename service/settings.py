@@ -70,6 +70,9 @@ class Settings(IndexingSettings):
     # Slow or incomplete clients: they must not hold connections open.
     body_timeout_s: float = Field(30.0, gt=0, description="longest wait for the next piece of a request body (408)")
     header_timeout_s: float = Field(10.0, gt=0, description="time a connection has to send a request's headers")
+    max_header_bytes: int = Field(
+        1_048_576, ge=16_384, description="largest request line and headers of one request (431 beyond)"
+    )
     keep_alive_s: int = Field(5, ge=1, description="how long an idle keep-alive connection stays open")
     max_connections: int = Field(1024, ge=1, description="concurrent connections; more get 503 at once")
     protect_metrics: bool = Field(False, description="with API keys, /metrics needs a key too")

@@ -4,6 +4,7 @@ misbehaves on the wire; a socket timeout only guards against a hang (the server 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -32,6 +33,7 @@ def tight(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
         max_request_bytes=2048,
         body_timeout_s=0.3,
         header_timeout_s=0.3,
+        max_header_bytes=16_384,
         max_batch_queries=50,
         max_search_hits=1000,
         max_search_depth=10_000,
@@ -109,6 +111,23 @@ def test_a_connection_that_does_not_finish_its_headers_is_closed(tight: httpx.Cl
     with _connect(tight) as sock:
         sock.sendall(partial)
         assert sock.recv(1024) == b""  # closed by the server (a hang would raise the guard's timeout)
+
+
+@pytest.mark.parametrize(
+    "request_head",
+    [
+        b"GET /collections/c/documents?cursor=" + b"A" * 100_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",  # a long URL
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"y" * 100_000 + b"\r\n\r\n",  # a long header
+    ],
+)
+def test_a_request_line_and_headers_past_the_limit_are_refused(tight: httpx.Client, request_head: bytes) -> None:
+    """They are read into memory before any route or key check: bounded by VELA_MAX_HEADER_BYTES (431)."""
+    with _connect(tight) as sock:
+        with contextlib.suppress(OSError):  # the server may close before every byte is sent
+            sock.sendall(request_head)
+        status, body = _read_response(sock)
+    assert status == 431 and body["error"]["code"] == "headers_too_large"
+    assert tight.get("/healthz").status_code == 200
 
 
 def test_keep_alive_connections_still_serve_requests(tight: httpx.Client) -> None:
