@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.redis_fixtures import RedisServer
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
@@ -55,3 +57,12 @@ def ray_cluster() -> Iterator[str]:
 
     with local_cluster(cpus=4) as address:
         yield address
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+    """A real redis-server for this test (tests/redis_fixtures.py), stopped after it."""
+    server = RedisServer(tmp_path)
+    server.start()
+    yield server
+    server.stop()

@@ -7,33 +7,15 @@ import json
 import shutil
 import signal
 import threading
-import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import pytest
 import redis
 
 from indexing.redis_queue import GROUP, RedisJobQueue, RedisWorker
-from tests.indexing.test_redis_worker import RedisServer, _logs, _worker, worker_env
+from tests.redis_fixtures import RedisServer, start_worker, until, worker_env, worker_logs
 from tests.service.conftest import _free_port, running_server, wait_job
 
 OUTAGE = "job queue unreachable: reconnecting"  # the worker's log line (JSON), once per reconnect attempt
-
-
-@pytest.fixture
-def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path)
-    server.start()
-    yield server
-    server.stop()
-
-
-def _until(what: str, ok: Callable[[], bool], timeout: float = 60) -> None:
-    deadline = time.time() + timeout
-    while not ok():
-        assert time.time() < deadline, f"never: {what}"
-        time.sleep(0.05)
 
 
 def _consumers(url: str) -> set[str]:
@@ -51,18 +33,16 @@ def _log_lines(path: Path, msg: str) -> list[dict[str, object]]:
 def test_a_worker_survives_a_redis_restart(tmp_path: Path, redis_server: RedisServer, tiny_embedder_dir: Path) -> None:
     env = worker_env(tmp_path, redis_server.url, tiny_embedder_dir)
     log = tmp_path / "w1.log"
-    worker = _worker("w1", env)
+    worker = start_worker("w1", env)
     try:
         with running_server(tmp_path / "data", redis_url=redis_server.url, embedder=str(tiny_embedder_dir)) as client:
-            _until(
-                "the worker is registered", lambda: "w1" in _consumers(redis_server.url) or worker.poll() is not None
-            )
-            assert worker.poll() is None, _logs(env)
+            until("the worker is registered", lambda: "w1" in _consumers(redis_server.url) or worker.poll() is not None)
+            assert worker.poll() is None, worker_logs(env)
             assert client.get("/readyz").json()["queue"] == "ok"
 
             redis_server.stop()
-            _until("the outage is logged", lambda: bool(_log_lines(log, OUTAGE)))
-            assert worker.poll() is None, _logs(env)  # still there, waiting for Redis
+            until("the outage is logged", lambda: bool(_log_lines(log, OUTAGE)))
+            assert worker.poll() is None, worker_logs(env)  # still there, waiting for Redis
             outage = _log_lines(log, OUTAGE)[0]
             assert outage["level"] == "warning" and outage["worker"] == "w1" and outage["attempt"] == 1
             assert float(str(outage["retry_in_s"])) > 0
@@ -71,25 +51,25 @@ def test_a_worker_survives_a_redis_restart(tmp_path: Path, redis_server: RedisSe
             assert str(redis_server.port) not in ready.text
 
             redis_server.start()
-            _until("the worker is back", lambda: bool(_log_lines(log, "job queue reachable again")), timeout=120)
-            assert worker.poll() is None, _logs(env)
+            until("the worker is back", lambda: bool(_log_lines(log, "job queue reachable again")), timeout=120)
+            assert worker.poll() is None, worker_logs(env)
             assert client.get("/readyz").json()["queue"] == "ok"
             docs = [{"id": f"d{i}", "text": f"text {i} with marker mk{i}z"} for i in range(50)]
             r = client.post("/index", json={"collection": "a", "documents": docs})
             assert r.status_code == 202, r.text
             job = wait_job(client, r.json()["job_id"], timeout=300)
-            assert job["status"] == "succeeded" and job["worker"] == "w1", (job, _logs(env))
+            assert job["status"] == "succeeded" and job["worker"] == "w1", (job, worker_logs(env))
             assert client.get("/collections/a").json()["documents"] == 50
 
             # SIGTERM while the worker waits for Redis: it stops, cleanly.
             seen = len(_log_lines(log, OUTAGE))
             redis_server.stop()
-            _until(
+            until(
                 "the second outage is logged",
                 lambda: len(_log_lines(log, OUTAGE)) > seen,
             )
             worker.send_signal(signal.SIGTERM)
-            assert worker.wait(60) == 0, _logs(env)
+            assert worker.wait(60) == 0, worker_logs(env)
             assert _log_lines(log, "worker stopped")
     finally:
         worker.kill()
@@ -111,7 +91,7 @@ def test_stop_ends_the_reconnect_backoff_at_once(tmp_path: Path) -> None:
     stop = threading.Event()
     thread = threading.Thread(target=worker.serve, args=(stop,), daemon=True)
     thread.start()
-    _until("the worker backs off", lambda: bool(waits))
+    until("the worker backs off", lambda: bool(waits))
     assert waits[0] >= 300  # half to all of 600 s
     stop.set()
     thread.join(60)
@@ -136,18 +116,18 @@ def test_an_in_process_worker_reconnects_and_takes_new_jobs(tmp_path: Path) -> N
     thread.start()
     queue = RedisJobQueue(server.url)
     try:
-        _until("the worker is registered", lambda: "w" in _consumers(server.url))
+        until("the worker is registered", lambda: "w" in _consumers(server.url))
         queue.submit("before")
-        _until("the first job ran", lambda: ran == ["before"])
+        until("the first job ran", lambda: ran == ["before"])
         server.stop()
         assert not queue.reachable()
         shutil.rmtree(tmp_path / "appendonlydir")  # Redis comes back empty: no stream, no group
         (tmp_path / "dump.rdb").unlink(missing_ok=True)
         server.start()
-        _until("the worker registered again", lambda: "w" in _consumers(server.url))
+        until("the worker registered again", lambda: "w" in _consumers(server.url))
         assert queue.reachable()
         queue.submit("after")
-        _until("the job sent after the restart ran", lambda: ran == ["before", "after"])
+        until("the job sent after the restart ran", lambda: ran == ["before", "after"])
         assert thread.is_alive()
     finally:
         stop.set()

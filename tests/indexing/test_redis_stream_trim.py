@@ -4,34 +4,16 @@ is pending, so the job of a worker killed mid-job is still there to be taken ove
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
-import pytest
 import redis
 
 from indexing.redis_queue import GROUP, RedisJobQueue, RedisWorker, ensure_group, trim_acknowledged
-from tests.indexing.test_redis_worker import RedisServer
+from tests.redis_fixtures import RedisServer, until
 
 STREAM = "vela:jobs"
-
-
-@pytest.fixture
-def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path)
-    server.start()
-    yield server
-    server.stop()
-
-
-def _until(what: str, ok: Callable[[], bool], timeout: float = 60) -> None:
-    deadline = time.time() + timeout
-    while not ok():
-        assert time.time() < deadline, f"never: {what}"
-        time.sleep(0.02)
 
 
 @contextmanager
@@ -62,8 +44,8 @@ def test_the_stream_does_not_grow_with_every_job(redis_server: RedisServer) -> N
     with serving(redis_server.url, ran, name="w", claim_idle_s=3600):
         for i in range(n):
             queue.submit(f"j{i}")
-        _until("every job ran", lambda: len(ran) == n)
-        _until("every entry is gone", lambda: client.xlen(STREAM) == 0)
+        until("every job ran", lambda: len(ran) == n)
+        until("every entry is gone", lambda: client.xlen(STREAM) == 0)
     assert ran == [f"j{i}" for i in range(n)]
     assert client.xpending(STREAM, GROUP)["pending"] == 0
 
@@ -79,8 +61,8 @@ def test_a_killed_workers_pending_entry_survives_and_is_taken_over(redis_server:
         queue.submit(f"j{i}")
     ran: list[str] = []
     with serving(redis_server.url, ran, name="w1", claim_idle_s=3600):  # not stale yet for this worker
-        _until("the other jobs ran", lambda: len(ran) == 20)
-        _until("their entries are gone", lambda: client.xlen(STREAM) == 1)
+        until("the other jobs ran", lambda: len(ran) == 20)
+        until("their entries are gone", lambda: client.xlen(STREAM) == 1)
     assert _job_ids(client) == ["lost"]
     assert trim_acknowledged(client, STREAM) == 0  # a sweep leaves the pending entry too
     assert _job_ids(client) == ["lost"]
@@ -88,8 +70,8 @@ def test_a_killed_workers_pending_entry_survives_and_is_taken_over(redis_server:
 
     taken: list[str] = []
     with serving(redis_server.url, taken, name="w2", claim_idle_s=0.05):  # registering sweeps the stream first
-        _until("the pending job was taken over", lambda: taken == ["lost"])
-        _until("its entry is gone", lambda: client.xlen(STREAM) == 0 and client.xpending(STREAM, GROUP)["pending"] == 0)
+        until("the pending job was taken over", lambda: taken == ["lost"])
+        until("its entry is gone", lambda: client.xlen(STREAM) == 0 and client.xpending(STREAM, GROUP)["pending"] == 0)
 
 
 def test_a_sweep_deletes_only_entries_below_the_oldest_pending_one(redis_server: RedisServer) -> None:

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 import signal
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -16,46 +12,9 @@ import httpx
 import pytest
 import redis
 
-from tests.service.conftest import _free_port, running_server, wait_job
+from tests.redis_fixtures import RedisServer, start_worker, worker_env, worker_logs
+from tests.service.conftest import running_server, wait_job
 from velaio.files import file_lock
-
-
-class RedisServer:
-    """A real redis-server with AOF persistence in a temp dir; restartable on the same port and data."""
-
-    def __init__(self, workdir: Path) -> None:
-        if shutil.which("redis-server") is None:
-            pytest.fail("redis-server is not installed: `make test` installs it (apt-get install redis-server)")
-        self.workdir = workdir
-        self.port = _free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        argv = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--appendonly", "yes"]
-        self.proc = subprocess.Popen([*argv, "--dir", str(self.workdir)], stdout=subprocess.DEVNULL)
-        deadline = time.time() + 10
-        while True:
-            try:
-                if redis.Redis.from_url(self.url).ping():
-                    return
-            except redis.ConnectionError:
-                assert time.time() < deadline, "redis-server did not start"
-                time.sleep(0.05)
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.terminate()
-            self.proc.wait(10)
-            self.proc = None
-
-
-@pytest.fixture
-def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path)
-    server.start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture
@@ -63,34 +22,9 @@ def redis_url(redis_server: RedisServer) -> str:
     return redis_server.url
 
 
-def _worker(name: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    """A `vela worker` process; its log goes to <data dir>/../<name>.log so a failure can show it."""
-    log = Path(env["VELA_DATA_DIR"]).parent / f"{name}.log"
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "cli.main", "worker", "--name", name], env=env, stdout=out, stderr=out
-        )
-
-
-def _logs(env: dict[str, str]) -> str:
-    return "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in Path(env["VELA_DATA_DIR"]).parent.glob("*.log"))
-
-
-def worker_env(tmp_path: Path, redis_url: str, embedder: Path) -> dict[str, str]:
-    return {
-        **os.environ,
-        "VELA_REDIS_URL": redis_url,
-        "VELA_DATA_DIR": str(tmp_path / "data"),
-        "VELA_EMBEDDER": str(embedder),
-        "VELA_CLAIM_IDLE_S": "2",
-        "VELA_INGEST_BATCH_SIZE": "20",
-        "VELA_WORKER_NICE": "0",
-    }
-
-
 def ingest_with_a_killed_worker(tmp_path: Path, redis_url: str, embedder: Path, n_docs: int) -> None:
     env = worker_env(tmp_path, redis_url, embedder)
-    workers = {name: _worker(name, env) for name in ("w1", "w2")}
+    workers = {name: start_worker(name, env) for name in ("w1", "w2")}
     try:
         with running_server(
             tmp_path / "data", redis_url=redis_url, embedder=str(embedder), max_batch_documents=n_docs
@@ -168,7 +102,7 @@ def test_a_job_survives_a_redis_restart(tmp_path: Path, redis_server: RedisServe
         job_id = client.post("/index", json={"collection": "a", "documents": docs}).json()["job_id"]
         redis_server.stop()
         redis_server.start()
-        worker = _worker("w1", env)
+        worker = start_worker("w1", env)
         try:
             assert wait_job(client, job_id, timeout=300)["status"] == "succeeded"
         finally:
@@ -181,7 +115,7 @@ def test_different_collections_index_in_parallel(
     tmp_path: Path, redis_server: RedisServer, tiny_embedder_dir: Path
 ) -> None:
     env = worker_env(tmp_path, redis_server.url, tiny_embedder_dir)
-    workers = [_worker(name, env) for name in ("w1", "w2")]
+    workers = [start_worker(name, env) for name in ("w1", "w2")]
     client_redis = redis.Redis.from_url(redis_server.url, decode_responses=True)
     try:
         deadline = time.time() + 120
@@ -193,7 +127,7 @@ def test_different_collections_index_in_parallel(
             if consumers >= {"w1", "w2"}:
                 break
             exited = [p.returncode for p in workers if p.poll() is not None]
-            assert not exited and time.time() < deadline, f"workers did not start ({exited=}):\n{_logs(env)}"
+            assert not exited and time.time() < deadline, f"workers did not start ({exited=}):\n{worker_logs(env)}"
             time.sleep(0.1)
         docs = [{"id": f"d{i}", "text": f"text {i} with marker mk{i}z"} for i in range(1500)]
         with running_server(tmp_path / "data", redis_url=redis_server.url, embedder=str(tiny_embedder_dir)) as client:
@@ -209,7 +143,7 @@ def test_different_collections_index_in_parallel(
                 ids = [client.post("/index", json={"collection": c, "documents": docs}).json()["job_id"] for c in "ab"]
                 deadline = time.time() + 120
                 while {client.get(f"/jobs/{j}").json()["status"] for j in ids} != {"running"}:
-                    assert time.time() < deadline, f"both jobs never ran at once:\n{_logs(env)}"
+                    assert time.time() < deadline, f"both jobs never ran at once:\n{worker_logs(env)}"
                     time.sleep(0.05)
             a, b = (wait_job(client, j, timeout=300) for j in ids)
             assert a["status"] == b["status"] == "succeeded"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.indexing.test_redis_worker import RedisServer, _logs, _worker, worker_env
+from tests.redis_fixtures import RedisServer, start_worker, worker_env, worker_logs
 from tests.service.conftest import _free_port
 
 OPEN_STORES = """
@@ -51,7 +51,7 @@ def test_eight_processes_open_fresh_stores_at_once(tmp_path: Path) -> None:
 
 def _start_all(tmp_path: Path, redis_url: str, embedder: Path, n_workers: int) -> list[subprocess.Popen[bytes]]:
     env = worker_env(tmp_path, redis_url, embedder)
-    procs = [_worker(f"w{i}", env) for i in range(n_workers)]
+    procs = [start_worker(f"w{i}", env) for i in range(n_workers)]
     api_log = (tmp_path / "api.log").open("ab")
     api_env = {**env, "VELA_PORT": str(_free_port())}
     serve = [sys.executable, "-m", "cli.main", "serve"]
@@ -77,7 +77,7 @@ def _workers_and_api_start_together(tmp_path: Path, embedder: Path, rounds: int,
                     except redis.ResponseError:
                         joined = 0
                     exited = [p.args for p in procs if p.poll() is not None]
-                    assert not exited, f"round {round_}: exited {exited}:\n{_logs(env)}"
+                    assert not exited, f"round {round_}: exited {exited}:\n{worker_logs(env)}"
                     if joined >= n_workers:
                         break
                     assert time.time() < deadline, f"round {round_}: {joined} of {n_workers} workers started"

@@ -14,7 +14,7 @@ from vela_client import routes
 from vela_client.retry import RetryPolicy, retry_delay
 
 from indexing.redis_queue import GROUP
-from tests.indexing.test_redis_worker import RedisServer, _logs, _worker, worker_env
+from tests.redis_fixtures import RedisServer, start_worker, worker_env, worker_logs
 from tests.service.conftest import running_server, wait_job
 
 
@@ -44,13 +44,13 @@ def test_a_write_that_could_not_be_queued_is_refused_and_never_applied(tmp_path:
     server.start()
     env = worker_env(tmp_path, server.url, tiny_embedder_dir)
     data = tmp_path / "data"
-    worker = _worker("w1", env)
+    worker = start_worker("w1", env)
     options: dict[str, Any] = {"redis_url": server.url, "embedder": str(tiny_embedder_dir)}
     try:
         with running_server(data, **options) as client:
             first = _index(client, "p", "10 dollars")
             assert first.status_code == 202, first.text
-            assert wait_job(client, first.json()["job_id"], timeout=300)["status"] == "succeeded", _logs(env)
+            assert wait_job(client, first.json()["job_id"], timeout=300)["status"] == "succeeded", worker_logs(env)
 
             server.stop()
             refused = _index(client, "p", "20 dollars")
@@ -81,14 +81,14 @@ def test_a_write_that_could_not_be_queued_is_refused_and_never_applied(tmp_path:
             redis.Redis.from_url(server.url).xadd("vela:jobs", {"job_id": stale_id})
             newer = _index(client, "p", "30 dollars")
             assert newer.status_code == 202, newer.text
-            assert wait_job(client, newer.json()["job_id"], timeout=300)["status"] == "succeeded", _logs(env)
+            assert wait_job(client, newer.json()["job_id"], timeout=300)["status"] == "succeeded", worker_logs(env)
 
         # A restart hands over every job still queued: the refused one is not among them.
         with running_server(data, **options) as client:
             marker = _index(client, "q", "a later write")
             assert marker.status_code == 202, marker.text
             # One worker takes the stream in order: once this job is done, anything handed over before it ran.
-            assert wait_job(client, marker.json()["job_id"], timeout=300)["status"] == "succeeded", _logs(env)
+            assert wait_job(client, marker.json()["job_id"], timeout=300)["status"] == "succeeded", worker_logs(env)
             assert client.get("/collections/prices/documents/p").json()["text"] == "30 dollars"
             job = client.get(f"/jobs/{stale_id}").json()
             assert job["status"] == "failed" and job["attempts"] == 0, job
