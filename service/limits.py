@@ -4,6 +4,7 @@ the work and response size of one search request. Each refusal names the limit a
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from service.errors import ApiError
@@ -92,3 +93,16 @@ def check_response_size(settings: Settings, size: int) -> None:
             f"the response would be {size} bytes; the limit is {settings.max_response_bytes} "
             "(VELA_MAX_RESPONSE_BYTES): lower k or split the batch",
         )
+
+
+def json_size(value: Any) -> int:
+    """Bytes of `value` as compact JSON the way a response body writes it (UTF-8, nothing ASCII-escaped; strings
+    escaped alike). Floats are written as Python writes them, never shorter than the body's text (1e-07 for 1e-7):
+    for JSON-safe values this is the exact size, or an upper bound by a byte per such float."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def float_size(value: float | None) -> int:
+    """Bytes of a float field in a response body: null for None and non-finite values (see json_size)."""
+    return len(repr(float(value))) if value is not None and math.isfinite(value) else 4

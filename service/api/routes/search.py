@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from functools import partial
+from collections.abc import Sequence
+from functools import cache, partial
 from typing import Any
 
 from fastapi import APIRouter, Response
@@ -11,12 +12,20 @@ from fastapi.concurrency import run_in_threadpool
 from indexing.collection import CollectionNotFound
 from service.deps import State
 from service.errors import ApiError, parse_request_filter, shown
-from service.limits import check_response_size, check_search_work
+from service.limits import check_response_size, check_search_work, float_size, json_size
 from service.model_registry import ModelKindMismatch, UnknownModelName, UnusableModel, request_model
 from service.rerank import NoReranker, Reranking, UnknownReranker, prepare_rerank
 from service.schemas import BatchSearchRequest, ErrorResponse, SearchOptions, SearchRequest
-from service.search import SearchResult, search_batch
-from service.search_schemas import BatchSearchResponse, HitOut, PassageRef, Ranks, RerankInfo, SearchResponse
+from service.search import Hit, SearchResult, search_batch
+from service.search_schemas import (
+    BatchSearchResponse,
+    HitOut,
+    PassageRef,
+    Ranks,
+    RerankInfo,
+    SearchResponse,
+    response_metadata,
+)
 from service.state import AppState
 
 router = APIRouter(prefix="/search", tags=["search"])
@@ -28,27 +37,128 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 
 
 def _bounded(state: AppState, response: SearchResponse | BatchSearchResponse) -> Response:
-    """The serialised response, refused (413) past VELA_MAX_RESPONSE_BYTES instead of being sent."""
-    body = response.model_dump_json().encode()
+    """The serialised response, refused (413) past VELA_MAX_RESPONSE_BYTES instead of being sent. A backstop:
+    _check_estimate has refused, before any was built, a response whose estimate passes the limit."""
+    body = response.__pydantic_serializer__.to_json(response)  # model_dump_json's bytes, without a str copy first
     check_response_size(state.settings, len(body))
     return Response(body, media_type="application/json")
 
 
-def _to_response(result: SearchResult) -> SearchResponse:
-    return SearchResponse(
-        hits=[
-            HitOut(
-                id=h.id,
-                score=h.score,
-                title=h.title,
-                text=h.text,
-                metadata=h.metadata,
-                passage=PassageRef(id=h.passage_id, index=h.passage_index, start=h.start, end=h.end),
-                ranks=Ranks(dense=h.ranks.get("dense"), bm25=h.ranks.get("bm25")),
-                rerank_score=h.rerank_score,
+@cache
+def _skeletons() -> tuple[int, int, int]:
+    """Bytes of a hit, a result and a batch body without their variable parts: each serialised with the shortest
+    values (empty strings and containers, 0 and 0.0, null), less those values' own bytes."""
+    hit = HitOut(
+        id="",
+        score=0.0,
+        title="",
+        text="",
+        metadata={},
+        passage=PassageRef(id=0, index=0, start=0, end=0),
+        ranks=Ranks(dense=None, bm25=None),
+        rerank_score=None,
+    )
+    hit_fixed = len(hit.model_dump_json()) - len('""0.0""""{}0000nullnullnull')
+    result_fixed = len(SearchResponse(hits=[], took_ms=0.0).model_dump_json()) - len("0.0null")
+    batch_fixed = len(BatchSearchResponse(results=[], took_ms=0.0).model_dump_json()) - len("0.0")
+    return hit_fixed, result_fixed, batch_fixed
+
+
+TOOK_MS_BYTES = 24  # the longest a float is written ("-1.2345678901234567e-300"): the batch's took_ms is not known yet
+
+
+def _int_size(value: int | None) -> int:
+    return 4 if value is None else len(str(value))
+
+
+def _equal(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except RecursionError:  # metadata nested past the interpreter's limit: measured on its own
+        return False
+
+
+def estimated_size(results: Sequence[SearchResult], *, batch: bool) -> int:
+    """The body's size, from the hydrated hits, without building it: strings and metadata exactly as they are
+    serialised (each text, title and metadata object measured once: hits of one passage share them across the
+    queries, and passages of one document share equal metadata), numbers by their own lengths. Never below the
+    body's size; above it by at most a byte per float written with a small exponent (json_size)."""
+    hit_fixed, result_fixed, batch_fixed = _skeletons()
+    strings: dict[int, int] = {}  # id() of an id, title or text -> its size; the objects live in `results` meanwhile
+    metadata: dict[str, tuple[Any, int]] = {}  # doc id -> (a metadata object of it, its size as a hit carries it)
+
+    def string(value: str) -> int:
+        size = strings.get(id(value))
+        if size is None:
+            size = strings[id(value)] = json_size(value)
+        return size
+
+    def metadata_size(doc_id: str, value: Any) -> int:
+        known = metadata.get(doc_id)
+        if known is not None and (known[0] is value or _equal(known[0], value)):
+            return known[1]
+        size = json_size(response_metadata(value))
+        metadata[doc_id] = (value, size)
+        return size
+
+    total = batch_fixed + TOOK_MS_BYTES + max(len(results) - 1, 0) if batch else 0
+    for r in results:
+        rerank = 4 if r.rerank is None else len(RerankInfo(**dataclasses.asdict(r.rerank)).model_dump_json())
+        total += result_fixed + float_size(r.took_ms) + rerank + max(len(r.hits) - 1, 0)
+        for h in r.hits:
+            total += (
+                hit_fixed
+                + string(h.id)
+                + float_size(h.score)
+                + string(h.title)
+                + string(h.text)
+                + metadata_size(h.id, h.metadata)
+                + len(str(h.passage_id))
+                + len(str(h.passage_index))
+                + len(str(h.start))
+                + len(str(h.end))
+                + _int_size(h.ranks.get("dense"))
+                + _int_size(h.ranks.get("bm25"))
+                + float_size(h.rerank_score)
             )
-            for h in result.hits
-        ],
+    return total
+
+
+def _check_estimate(state: AppState, results: Sequence[SearchResult], *, batch: bool) -> None:
+    """413 before the response is built when its estimate already passes VELA_MAX_RESPONSE_BYTES: building and
+    serialising a body many times the limit costs more memory and time than the search did."""
+    check_response_size(state.settings, estimated_size(results, batch=batch))
+
+
+def _hit_out(h: Hit, metadata: dict[str, Any]) -> HitOut:
+    out = HitOut(
+        id=h.id,
+        score=h.score,
+        title=h.title,
+        text=h.text,
+        metadata={},
+        passage=PassageRef(id=h.passage_id, index=h.passage_index, start=h.start, end=h.end),
+        ranks=Ranks(dense=h.ranks.get("dense"), bm25=h.ranks.get("bm25")),
+        rerank_score=h.rerank_score,
+    )
+    out.metadata = metadata  # already made safe (response_metadata): assigned as it is, shared, not copied
+    return out
+
+
+def _to_response(result: SearchResult, cleaned: dict[int, dict[str, Any]] | None = None) -> SearchResponse:
+    """`cleaned`: metadata made safe to serialise, by id() of the hits' metadata objects (a batch shares one).
+    Each metadata object is cleaned once, and its hits share the result: hits of one passage share one object
+    across queries, and copying it per hit (as validating it in every HitOut would) costs many times the body."""
+    cleaned = {} if cleaned is None else cleaned
+
+    def safe(metadata: Any) -> dict[str, Any]:
+        out = cleaned.get(id(metadata))
+        if out is None:
+            out = cleaned[id(metadata)] = response_metadata(metadata)
+        return out
+
+    return SearchResponse(
+        hits=[_hit_out(h, safe(h.metadata)) for h in result.hits],
         took_ms=result.took_ms,
         rerank=RerankInfo(**dataclasses.asdict(result.rerank)) if result.rerank is not None else None,
     )
@@ -121,6 +231,7 @@ async def search(body: SearchRequest, state: State) -> Response:
     choice says (RRF until one is chosen; GET /collections/{name} shows it), or as the request's `fusion` says."""
     check_search_work(state.settings, queries=[body.query], k=body.k + body.offset, depth=body.depth)
     (result,) = await _run(state, body, [body.query])
+    _check_estimate(state, [result], batch=False)
     return _bounded(state, _to_response(result))
 
 
@@ -131,7 +242,11 @@ async def search_many(body: BatchSearchRequest, state: State) -> Response:
     check_search_work(state.settings, queries=body.queries, k=body.k + body.offset, depth=body.depth)
     start = time.perf_counter()
     results = await _run(state, body, body.queries)
+    _check_estimate(state, results, batch=True)
+    cleaned: dict[int, dict[str, Any]] = {}  # id() of a hit's metadata -> it, safe: objects in `results` meanwhile
     return _bounded(
         state,
-        BatchSearchResponse(results=[_to_response(r) for r in results], took_ms=(time.perf_counter() - start) * 1000.0),
+        BatchSearchResponse(
+            results=[_to_response(r, cleaned) for r in results], took_ms=(time.perf_counter() - start) * 1000.0
+        ),
     )
