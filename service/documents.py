@@ -129,13 +129,6 @@ def submit_upsert(
     return job
 
 
-def submit_delete(*, state: AppState, collection: str, doc_ids: list[str]) -> Job:
-    state.collections.get(collection)  # 404 before queueing anything
-    job = state.jobs.create(collection=collection, kind=JobKind.DELETE, payload=doc_ids)
-    state.queue.submit(job.id)
-    return job
-
-
 def delete_collection(*, state: AppState, name: str) -> None:
     state.jobs.cancel_collection(name)
     state.collections.delete(name)

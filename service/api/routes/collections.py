@@ -8,7 +8,8 @@ import service.api.doc_id_path  # noqa: F401  registers {doc_id:doc_id} before t
 from indexing.collection import CollectionConflict, CollectionNotFound
 from indexing.jobs import Job, JobKind
 from service.deps import State
-from service.documents import delete_collection, submit_delete
+from service.document_api import submit_delete_many
+from service.documents import delete_collection
 from service.errors import ApiError, shown
 from service.model_registry import ModelKindMismatch, UnknownModelName, UnusableModel, public_model_name
 from service.reindex import NothingToSwitch, UnknownDataset, generation_info, submit_reindex, submit_switch
@@ -148,7 +149,7 @@ def remove_collection(name: str, state: State) -> Response:
 def remove_document(name: str, doc_id: str, state: State, request: Request) -> JobAccepted:
     """Delete one document (through the job queue, like every write); follow the returned job."""
     try:
-        job = submit_delete(state=state, collection=state.collections.resolve(name), doc_ids=[doc_id])
+        job = submit_delete_many(state=state, collection=name, ids=[doc_id], raw_filter=None)
     except CollectionNotFound as exc:
         raise not_found(name) from exc
     return JobAccepted(job_id=job.id, status=job.status.value, url=str(request.url_for("get_job", job_id=job.id)))
