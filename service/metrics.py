@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 
+from fastapi.routing import iter_route_contexts
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from indexing.store import CollectionStore
@@ -105,9 +108,12 @@ class Metrics:
         self.rerank_pairs.inc(pairs)
         self.rerank_latency.observe(seconds)
 
-    def asgi(self, app: ASGIApp) -> ASGIApp:
+    def asgi(self, app: ASGIApp, routes: Callable[[], Sequence[BaseRoute]] = list) -> ASGIApp:
         """Pure ASGI middleware (no BaseHTTPMiddleware task and stream per request): counts and times
-        every HTTP request by its route template."""
+        every HTTP request by its route template. `routes` gives the application's routes, for requests the
+        router never saw: those answered before routing (a 401 from the key check, a 413 from the body limit)
+        are counted under the template their path matches, not lumped with paths that match none."""
+        templates: list[tuple[re.Pattern[str], str]] = []
 
         async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
             if scope["type"] != "http":
@@ -127,7 +133,7 @@ class Metrics:
             finally:
                 # The route template, not the raw path, keeps label cardinality bounded (the router has
                 # put the matched route into the scope by now).
-                path = getattr(scope.get("route"), "path", "unmatched")
+                path = getattr(scope.get("route"), "path", None) or template_of(scope["path"])
                 self.requests.labels(path, scope["method"], str(status)).inc()
                 self.latency.labels(path, scope["method"]).observe(time.perf_counter() - start)
                 timings = scope.get(timing.SCOPE_KEY)
@@ -135,5 +141,10 @@ class Metrics:
                     for stage, ms in timings.stages.items():
                         if stage != "total":  # the request latency histogram above has it
                             self.stages.labels(path, stage).observe(ms / 1000.0)
+
+        def template_of(path: str) -> str:
+            if not templates:  # the routes are all included once the first request arrives
+                templates.extend((c.path_regex, c.path) for c in iter_route_contexts(routes()) if c.path)
+            return next((t for regex, t in templates if regex.match(path)), "unmatched")
 
         return middleware
