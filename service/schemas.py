@@ -11,7 +11,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic.json_schema import JsonDict
 
 from indexing.collection import MAX_SHARDS, NAME_RE
-from service.filter_schema import FilterField, FilterJson
 
 # Every request body refuses extra fields and non-finite numbers (Infinity/NaN would reach scores and sorting).
 # Strict: no coercion the schema does not promise ("rescore": 0 or "k": "10" are refused, as the schema says).
@@ -164,111 +163,6 @@ class JobAccepted(BaseModel):
     job_id: str
     status: str
     url: str
-
-
-class RerankOptions(BaseModel):
-    model_config = REQUEST_CONFIG
-    model: str | None = Field(
-        None,
-        min_length=1,
-        description="reranker, by registry name (GET /models lists them); unset: the server's VELA_RERANKER",
-    )
-    top_n: int = Field(50, ge=1, le=1000, description="fused hits the cross-encoder rescores (k is returned)")
-    max_ms: float | None = Field(
-        None,
-        gt=0,
-        le=600_000,
-        description="time budget of the rerank step per query; past it the fused order is returned with "
-        "rerank.status 'timeout'. Unset: the server's VELA_RERANK_MAX_MS",
-    )
-    weight: float | None = Field(
-        None,
-        ge=0,
-        le=1,
-        description="the cross-encoder's share of the new order: 1 sorts by its score alone; below 1, a weighted "
-        "RRF of its ranking (this weight) and the fused ranking (1 - weight). Unset: the server's VELA_RERANK_WEIGHT",
-    )
-
-
-class FusionOptions(BaseModel):
-    model_config = REQUEST_CONFIG
-    method: Literal["auto", "rrf", "convex", "dense", "bm25"] = Field(
-        "auto",
-        description="auto: the collection's stored choice (GET /collections/{name} shows it); rrf; convex: "
-        "alpha x norm(dense) + (1 - alpha) x norm(bm25); dense or bm25: that list alone",
-    )
-    alpha: float | None = Field(
-        None, ge=0, le=1, description="dense's share: convex weight (default 0.5); rrf: weights 2a and 2(1 - a)"
-    )
-    normalization: Literal["minmax", "zscore", "dbsf"] | None = Field(
-        None, description="convex: how each list's top-depth scores are normalised (default minmax)"
-    )
-
-    @model_validator(mode="after")
-    def _auto_takes_nothing(self) -> FusionOptions:
-        if self.method == "auto" and (self.alpha is not None or self.normalization is not None):
-            raise ValueError(
-                "fusion method auto is the collection's stored choice: alpha and normalization go with rrf or convex"
-            )
-        return self
-
-
-class SearchOptions(UnicodeBody):
-    model_config = REQUEST_CONFIG
-    collection: str = CollectionName
-    k: int = Field(10, ge=1, le=1000, description="hits to return")
-    mode: Literal["dense", "bm25", "hybrid"] = "hybrid"
-    dim: Literal["full", "256"] = Field("full", description="dense index: full dims, or 256-d then full rescore")
-    rrf_k: int = Field(60, ge=1, le=10_000)
-    depth: int = Field(200, ge=1, le=10_000, description="each list is cut to this depth before fusion")
-    weights: dict[Literal["dense", "bm25"], float] | None = Field(None, description="per-list RRF weights")
-    group_by_doc: bool = Field(True, description="one hit per document (its best passage)")
-    rescore: bool = Field(True, description="dim=256: rescore the 256-d shortlist with the full vectors")
-    rerank: RerankOptions | None = Field(None, description="rescore the top fused hits with a cross-encoder")
-    fusion: FusionOptions | None = Field(None, description="hybrid: how the lists are fused (unset: auto)")
-    filter: FilterJson = FilterField
-    offset: int = Field(
-        0,
-        ge=0,
-        le=10_000,
-        description="hits to skip: the page after them is returned. In hybrid mode the fused (and reranked) list "
-        "is paginated; pages are stable while the collection's published index is unchanged",
-    )
-
-    @field_validator("weights")
-    @classmethod
-    def _weights_non_negative(cls, v: dict[str, float] | None) -> dict[str, float] | None:
-        if v is not None and any(w < 0 for w in v.values()):
-            raise ValueError("weights must be >= 0")
-        return v
-
-
-MAX_QUERY_LENGTH = 10_000
-# One query as the schema shows it (the validators below give the messages).
-_QUERY_ITEM_SCHEMA: JsonDict = {"maxLength": MAX_QUERY_LENGTH, **_NOT_BLANK_SCHEMA}
-QueryText = Annotated[str, Field(json_schema_extra=_QUERY_ITEM_SCHEMA)]
-
-
-class SearchRequest(SearchOptions):
-    query: str = Field(..., max_length=MAX_QUERY_LENGTH, json_schema_extra=_NOT_BLANK_SCHEMA)
-
-    @field_validator("query")
-    @classmethod
-    def _query_not_blank(cls, v: str) -> str:
-        return _not_blank(v, "query")
-
-
-class BatchSearchRequest(SearchOptions):
-    queries: list[QueryText] = Field(..., min_length=1)
-
-    @field_validator("queries")
-    @classmethod
-    def _queries_not_blank(cls, v: list[str]) -> list[str]:
-        for i, q in enumerate(v):
-            _not_blank(q, f"query {i}")
-            if len(q) > MAX_QUERY_LENGTH:
-                raise ValueError(f"query {i} is longer than {MAX_QUERY_LENGTH} characters")
-        return v
 
 
 class CollectionOut(BaseModel):

@@ -15,8 +15,9 @@ from service.errors import ApiError, parse_request_filter, shown
 from service.limits import check_response_size, check_search_work, float_size, json_size
 from service.model_registry import ModelKindMismatch, UnknownModelName, UnusableModel, request_model
 from service.rerank import NoReranker, Reranking, UnknownReranker, prepare_rerank
-from service.schemas import BatchSearchRequest, ErrorResponse, SearchOptions, SearchRequest
+from service.schemas import ErrorResponse
 from service.search import Hit, SearchResult, search_batch
+from service.search_requests import BatchSearchRequest, SearchOptions, SearchRequest
 from service.search_schemas import (
     BatchSearchResponse,
     HitOut,
