@@ -16,7 +16,8 @@ from indexing.ingest import run_job
 from indexing.jobs import JobStore
 from indexing.logs import configure_logging
 from indexing.queue import QueueUnavailable
-from indexing.redis_queue import RedisJobQueue, RedisWorker
+from indexing.redis_queue import RedisJobQueue
+from indexing.redis_worker import RedisWorker
 from indexing.reindex import clean_all
 from indexing.settings import IndexingSettings
 from indexing.store import CollectionStore

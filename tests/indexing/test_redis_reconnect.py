@@ -11,7 +11,8 @@ from pathlib import Path
 
 import redis
 
-from indexing.redis_queue import GROUP, RedisJobQueue, RedisWorker
+from indexing.redis_queue import GROUP, RedisJobQueue
+from indexing.redis_worker import RedisWorker
 from tests.redis_fixtures import RedisServer, start_worker, until, worker_env, worker_logs
 from tests.service.conftest import _free_port, running_server, wait_job
 

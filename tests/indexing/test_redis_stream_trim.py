@@ -10,7 +10,8 @@ from typing import Any
 
 import redis
 
-from indexing.redis_queue import GROUP, RedisJobQueue, RedisWorker, ensure_group, trim_acknowledged
+from indexing.redis_queue import GROUP, RedisJobQueue, ensure_group, trim_acknowledged
+from indexing.redis_worker import RedisWorker
 from tests.redis_fixtures import RedisServer, until
 
 STREAM = "vela:jobs"
