@@ -139,6 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
 BENCHES: dict[str, tuple[str, str]] = {
     "latency": ("bench.latency", "HTTP search latency and QPS per mode and concurrency"),
     "bm25": ("bench.bm25", "our BM25 vs rank_bm25"),
+    "hydrate": ("bench.hydrate", "search hit hydration: passage slices in SQL vs whole texts, time and bytes"),
     "dense": ("bench.dense", "FAISS flat vs numpy, 256-d + rescore vs full, HNSW"),
     "ingest": ("bench.ingest", "end-to-end ingest vs the bare encoder"),
     "ingest-latency": ("bench.ingest_latency", "search p99 while a large ingest runs vs idle"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,10 @@ import numpy as np
 from indexing.docstore_records import DocumentRecord, PassageBatch, PassageHit, StoredDocument
 from velaio.files import rollback
 from velaio.text import passage_text
+
+# A passage's own text, cut in SQL so that only the slice leaves SQLite: substr counts characters (code points)
+# from 1 as the spans count them from 0 in Python, up to a NUL character, where it stops (_sliced_in_python).
+_PASSAGE_SLICE = "substr(d.text, p.start + 1, p.end - p.start)"
 
 
 class DocStoreReads:
@@ -66,6 +71,20 @@ class DocStoreReads:
         passages = conn.execute("SELECT COUNT(*) FROM passages").fetchone()[0]
         return int(docs), int(passages)
 
+    @contextmanager
+    def _snapshot(self) -> Iterator[sqlite3.Connection]:
+        """One read transaction around several reads (deferred: a snapshot, no write lock), so that a write between
+        them cannot pair one version's rows with another's; inside a transaction already open, that one."""
+        conn = self._conn()
+        if conn.in_transaction:
+            yield conn
+            return
+        conn.execute("BEGIN")
+        try:
+            yield conn
+        finally:
+            rollback(conn)
+
     def _select_in(self, sql: str, keys: Sequence[Any]) -> list[tuple[Any, ...]]:
         """Run `sql` (with one `{marks}` placeholder list) over keys, 500 at a time (SQLite's variable cap)."""
         conn = self._conn()
@@ -100,16 +119,12 @@ class DocStoreReads:
     def stored_documents(self, doc_ids: Sequence[str]) -> dict[str, StoredDocument]:
         """The stored documents among `doc_ids` as they were written: spans and vectors in passage order, read in
         one transaction (a write between the two reads would pair a text with another version's vectors)."""
-        conn = self._conn()
-        conn.execute("BEGIN")  # deferred: a read snapshot, no write lock
-        try:
+        with self._snapshot():
             docs = self.documents(doc_ids)
             rows = self._select_in(
                 "SELECT doc_id, start, end, embedding FROM passages WHERE doc_id IN ({marks}) ORDER BY doc_id, idx",
                 list(docs),
             )
-        finally:
-            rollback(conn)
         spans: dict[str, list[tuple[int, int]]] = {}
         vectors: dict[str, list[np.ndarray]] = {}
         for doc_id, start, end, emb in rows:
@@ -148,16 +163,39 @@ class DocStoreReads:
         return int(self._conn().execute("SELECT COUNT(*) FROM passages WHERE pid > ?", (pid,)).fetchone()[0])
 
     def passages(self, pids: Sequence[int]) -> dict[int, PassageHit]:
-        """The passages that still exist, with their document's title and metadata."""
-        rows = self._select_in(
-            "SELECT p.pid, p.doc_id, p.idx, p.start, p.end, d.title, d.text, d.metadata "
-            "FROM passages p JOIN documents d ON d.doc_id = p.doc_id WHERE p.pid IN ({marks})",
-            [int(p) for p in pids],
-        )
+        """The passages that still exist, with their document's title and metadata.
+
+        A hit reads its passage's own slice of the text (not the whole document: a search for 100 hits of 1 MB
+        documents would move 100 MB), and each document's title and metadata once, in the same read transaction.
+        The passages of one document share one metadata dict: its readers (search, the gate, the adapt teacher)
+        never change it."""
+        with self._snapshot():
+            rows = self._select_in(
+                f"SELECT p.pid, p.doc_id, p.idx, p.start, p.end, {_PASSAGE_SLICE} "
+                "FROM passages p JOIN documents d ON d.doc_id = p.doc_id WHERE p.pid IN ({marks})",
+                [int(p) for p in pids],
+            )
+            cut = self._sliced_in_python({r[0]: (r[3], r[4]) for r in rows if len(r[5]) != r[4] - r[3]})
+            docs = self._select_in(
+                "SELECT doc_id, title, metadata FROM documents WHERE doc_id IN ({marks})", list({r[1] for r in rows})
+            )
+        of_doc = {doc_id: (title, json.loads(meta)) for doc_id, title, meta in docs}
         return {
-            pid: PassageHit(pid, doc_id, idx, start, end, title, text[start:end], json.loads(meta))
-            for pid, doc_id, idx, start, end, title, text, meta in rows
+            pid: PassageHit(pid, doc_id, idx, start, end, of_doc[doc_id][0], cut.get(pid, text), of_doc[doc_id][1])
+            for pid, doc_id, idx, start, end, text in rows
         }
+
+    def _sliced_in_python(self, spans: dict[int, tuple[int, int]]) -> dict[int, str]:
+        """The text of these passages {pid: (start, end)} sliced from their documents' whole text. For the rare
+        passage whose SQL slice came back short: SQLite's substr stops at a NUL character (JSON text may hold
+        one), where Python's character offsets count it. Call it inside the read that found them."""
+        if not spans:
+            return {}
+        rows = self._select_in(
+            "SELECT p.pid, d.text FROM passages p JOIN documents d ON d.doc_id = p.doc_id WHERE p.pid IN ({marks})",
+            list(spans),
+        )
+        return {pid: text[spans[pid][0] : spans[pid][1]] for pid, text in rows}
 
     def iter_passages(self, batch_size: int = 4096) -> Iterator[tuple[np.ndarray, list[str], np.ndarray]]:
         """Every passage in pid order, in batches: (pids (n,), title + passage texts, embeddings (n, d))."""
@@ -174,20 +212,20 @@ class DocStoreReads:
 
     def batches_after(self, after: int, batch_size: int = 4096) -> Iterator[PassageBatch]:
         """Passages with ids above `after`, in pid order, in batches, with their documents' metadata."""
-        conn = self._conn()
         last = after
         while True:
-            rows = conn.execute(
-                "SELECT p.pid, d.rowid, d.title, substr(d.text, p.start + 1, p.end - p.start), p.embedding, "
-                "d.metadata FROM passages p JOIN documents d ON d.doc_id = p.doc_id WHERE p.pid > ? "
-                "ORDER BY p.pid LIMIT ?",
-                (last, batch_size),
-            ).fetchall()
+            with self._snapshot() as conn:
+                rows = conn.execute(
+                    f"SELECT p.pid, d.rowid, d.title, {_PASSAGE_SLICE}, p.embedding, d.metadata, p.start, p.end "
+                    "FROM passages p JOIN documents d ON d.doc_id = p.doc_id WHERE p.pid > ? ORDER BY p.pid LIMIT ?",
+                    (last, batch_size),
+                ).fetchall()
+                cut = self._sliced_in_python({r[0]: (r[6], r[7]) for r in rows if len(r[3]) != r[7] - r[6]})
             if not rows:
                 return
             pids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
             docs = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
-            texts = [passage_text(r[2], r[3]) for r in rows]
+            texts = [passage_text(r[2], cut.get(r[0], r[3])) for r in rows]
             emb = np.stack([np.frombuffer(r[4], dtype=np.float32) for r in rows])  # (n, d)
             yield PassageBatch(pids, docs, texts, emb, [r[5] for r in rows])
             last = int(pids[-1])

@@ -18,8 +18,8 @@ from indexing.collection import Collection
 from indexing.docstore import DocumentRecord
 from indexing.filters import Node, Schema, matches, parse_filter
 from indexing.jobs import Job, JobKind
-from service.documents import BatchTooLarge, InvalidMetadata, check_metadata_types
-from service.limits import metadata_problem
+from service.documents import InvalidMetadata, check_batch_size, check_metadata_types
+from service.limits import document_size, metadata_problem, scroll_page_size
 from service.state import AppState
 
 SCAN_FACTOR = 10  # a scroll page scans at most this many documents per document it may return
@@ -67,20 +67,22 @@ def get_document(*, state: AppState, collection: str, doc_id: str) -> DocumentRe
 class ScrollPage:
     documents: list[DocumentRecord]
     next_after: str | None  # the last id visited, when documents may follow
+    size: int  # bytes of the page's response body (UTF-8), measured before it is built
 
 
-def _size(doc: DocumentRecord) -> int:
-    """The document's share of a response, as JSON (what a page's byte budget counts)."""
-    return len(json.dumps([doc.doc_id, doc.title, doc.text, doc.metadata], ensure_ascii=False).encode()) + 64
+def _cursor_size(after: str | None) -> int:
+    return 4 if after is None else len(encode_cursor(after)) + 2  # null, or a quoted url-safe base64 string
 
 
 def scroll(*, state: AppState, coll: Collection, node: Node | None, after: str | None, limit: int) -> ScrollPage:
     """Documents with ids above `after`, in id order, whose latest stored metadata passes the filter.
 
     The work of one request is bounded: it scans at most SCAN_FACTOR x limit documents and SCAN_BYTES of
-    metadata, and returns at most VELA_MAX_RESPONSE_BYTES; a page may so hold fewer than `limit` documents and
-    still have a next position. The order is by id, so documents upserted or patched during a scroll keep their
-    place: every document present at its start and not deleted during it is visited exactly once."""
+    metadata, and its body (`size`, in UTF-8 bytes as sent) stays within VELA_MAX_RESPONSE_BYTES; a page may so
+    hold fewer than `limit` documents and still have a next position. Only a page whose first document alone is
+    larger has a size over the limit (its caller refuses it). The order is by id, so documents upserted or patched
+    during a scroll keep their place: every document present at its start and not deleted during it is visited
+    exactly once."""
     max_scan = SCAN_FACTOR * limit
     per_shard = max(8, min(SHARD_PAGE, max_scan // len(coll.shard_list) + 1))
     picked: list[str] = []
@@ -94,17 +96,24 @@ def scroll(*, state: AppState, coll: Collection, node: Node | None, after: str |
         if node is None or matches(node, json.loads(text)):
             picked.append(doc_id)
     stored = coll.documents(picked)
-    budget = state.settings.max_response_bytes - 4096
+    end_cursor = _cursor_size(last if more else None)  # the cursor of a page that takes every picked document
+    room = state.settings.max_response_bytes - scroll_page_size([], None) + 4  # for documents, commas and cursor
     out: list[DocumentRecord] = []
+    sizes: list[int] = []
     for doc_id in picked:
         doc = stored.get(doc_id)
         if doc is None or (node is not None and not matches(node, doc.metadata)):
             continue  # deleted or changed since it was scanned
-        budget -= _size(doc)
-        if out and budget < 0:
-            return ScrollPage(out, out[-1].doc_id)  # the rest comes with the next page
+        size = document_size(doc, passages=False)
+        # Ending here, the page's cursor is this document's id, or the end cursor: room for the larger.
+        room -= size + (1 if out else 0)
+        if out and room < max(_cursor_size(doc_id), end_cursor):
+            return ScrollPage(out, out[-1].doc_id, scroll_page_size(sizes, encode_cursor(out[-1].doc_id)))
         out.append(doc)
-    return ScrollPage(out, last if more else None)
+        sizes.append(size)
+    next_after = last if more else None
+    cursor = None if next_after is None else encode_cursor(next_after)
+    return ScrollPage(out, next_after, scroll_page_size(sizes, cursor))
 
 
 def count(*, state: AppState, coll: Collection, node: Node | None) -> int:
@@ -155,10 +164,7 @@ def submit_delete_many(
     coll = state.collections.get(collection)
     if ids is not None:
         unique = list(dict.fromkeys(ids))  # repeats counted once, as the docs say
-        if len(unique) > state.settings.max_batch_documents:
-            raise BatchTooLarge(
-                f"{len(unique)} ids in one request; the limit is {state.settings.max_batch_documents}: split the batch"
-            )
+        check_batch_size(state=state, documents=len(unique))
         job = state.jobs.create(collection=coll.name, kind=JobKind.DELETE, payload=unique)
     else:
         parse_filter(raw_filter, Schema.from_json(coll.settings.schema))

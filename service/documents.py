@@ -30,12 +30,19 @@ class UnsupportedSharding(ValueError):
     """A sharded collection asked for with an embedder that cannot be sharded (a contextual one)."""
 
 
+def check_batch_size(*, state: AppState, documents: int) -> None:
+    """BatchTooLarge when one request names more documents than VELA_MAX_BATCH_DOCUMENTS (to index or to delete):
+    one message for every request that writes documents in a batch."""
+    limit = state.settings.max_batch_documents
+    if documents > limit:
+        raise BatchTooLarge(
+            f"{documents} documents in one request; the limit is {limit} (VELA_MAX_BATCH_DOCUMENTS): split the batch"
+        )
+
+
 def check_limits(*, state: AppState, documents: list[dict[str, Any]]) -> None:
     s = state.settings
-    if len(documents) > s.max_batch_documents:
-        raise BatchTooLarge(
-            f"{len(documents)} documents in one request; the limit is {s.max_batch_documents}: split the batch"
-        )
+    check_batch_size(state=state, documents=len(documents))
     for d in documents:
         size = len(d["text"].encode())
         if size > s.max_document_bytes:

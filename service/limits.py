@@ -1,13 +1,19 @@
-"""Per-request bounds that depend on settings (the schemas hold the fixed ones): document metadata at ingest, and
-the work and response size of one search request. Each refusal names the limit and what to change."""
+"""Per-request bounds that depend on settings (the schemas hold the fixed ones): document metadata at ingest, the
+work of one search request, and the size of a response (searches, documents read one at a time or scrolled),
+measured before it is built. Each refusal names the limit and what to change."""
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
+from functools import cache
 from typing import Any
 
+from indexing.docstore import DocumentRecord
+from service.document_schemas import DocumentOut, PassageSpan, ScrollResponse, StoredDocumentOut
 from service.errors import ApiError
+from service.search_schemas import response_metadata
 from service.settings import Settings
 
 
@@ -85,13 +91,14 @@ def check_search_work(settings: Settings, *, queries: list[str], k: int, depth: 
         )
 
 
-def check_response_size(settings: Settings, size: int) -> None:
+def check_response_size(settings: Settings, size: int, *, advice: str = "lower k or split the batch") -> None:
+    """413 when a response of `size` bytes (UTF-8, as sent) would pass VELA_MAX_RESPONSE_BYTES."""
     if size > settings.max_response_bytes:
         raise ApiError(
             413,
             "payload_too_large",
             f"the response would be {size} bytes; the limit is {settings.max_response_bytes} "
-            "(VELA_MAX_RESPONSE_BYTES): lower k or split the batch",
+            f"(VELA_MAX_RESPONSE_BYTES): {advice}",
         )
 
 
@@ -106,3 +113,37 @@ def json_size(value: Any) -> int:
 def float_size(value: float | None) -> int:
     """Bytes of a float field in a response body: null for None and non-finite values (see json_size)."""
     return len(repr(float(value))) if value is not None and math.isfinite(value) else 4
+
+
+@cache
+def _document_skeletons() -> tuple[int, int, int, int]:
+    """Bytes of a stored document, a document with its passages (their list's brackets included), a passage span
+    and a scroll page without their variable parts: each serialised with the shortest values (empty strings and
+    containers, zeros, null), less those values' own bytes."""
+    empty = {"id": "", "title": "", "text": "", "metadata": {}}
+    stored = len(StoredDocumentOut(**empty).model_dump_json()) - len('""""""{}')
+    full = len(DocumentOut(**empty, passages=[]).model_dump_json()) - len('""""""{}')
+    span = len(PassageSpan(id=0, index=0, start=0, end=0).model_dump_json()) - len("0000")
+    page = len(ScrollResponse(documents=[], next_cursor=None).model_dump_json()) - len("[]null")
+    return stored, full, span, page
+
+
+def document_size(doc: DocumentRecord, *, passages: bool) -> int:
+    """Bytes of the document in a response body: as a scroll page holds it (StoredDocumentOut), or with its
+    passages as GET one document answers it (DocumentOut). Exact, or above by a byte per float of the metadata
+    written with a small exponent (json_size): a response can be refused on it before it is built."""
+    stored, full, span, _ = _document_skeletons()
+    metadata = json_size(response_metadata(doc.metadata))
+    size = json_size(doc.doc_id) + json_size(doc.title) + json_size(doc.text) + metadata
+    if not passages:
+        return stored + size
+    spans = doc.passages or []
+    digits = sum(len(str(p)) + len(str(i)) + len(str(a)) + len(str(b)) for p, i, a, b in spans)
+    return full + size + len(spans) * span + digits + max(len(spans) - 1, 0)
+
+
+def scroll_page_size(document_sizes: Sequence[int], next_cursor: str | None) -> int:
+    """Bytes of a scroll page's body, from its documents' sizes (document_size) and its cursor."""
+    _, _, _, page = _document_skeletons()
+    cursor = 4 if next_cursor is None else json_size(next_cursor)
+    return page + 2 + sum(document_sizes) + max(len(document_sizes) - 1, 0) + cursor

@@ -40,7 +40,7 @@ from service.document_schemas import (
 )
 from service.documents import BatchTooLarge, InvalidMetadata
 from service.errors import ApiError, parse_request_filter, shown
-from service.limits import check_response_size
+from service.limits import check_response_size, document_size
 from service.schemas import CollectionSchema, ErrorResponse, JobAccepted
 from service.state import AppState
 
@@ -66,6 +66,13 @@ def _accepted(request: Request, job_id: str, job_status: str) -> JobAccepted:
 
 def _stored(doc: DocumentRecord) -> StoredDocumentOut:
     return StoredDocumentOut(id=doc.doc_id, title=doc.title, text=doc.text, metadata=doc.metadata)
+
+
+def _bounded(state: AppState, body: bytes, *, advice: str) -> Response:
+    """The serialised body, refused (413) past VELA_MAX_RESPONSE_BYTES, counted in bytes as sent. A backstop: the
+    size measured before the body was built has refused it already."""
+    check_response_size(state.settings, len(body), advice=advice)
+    return Response(body, media_type="application/json")
 
 
 def _query_filter(raw: str | None, coll: Collection) -> Node | None:
@@ -112,17 +119,24 @@ def scroll_documents(
     except BadCursor as exc:
         raise ApiError(422, "invalid_cursor", str(exc)) from exc
     page = scroll(state=state, coll=coll, node=node, after=after, limit=limit)
-    body = ScrollResponse(
+    # Only a page whose one document is too large is over the limit: refused before its body is built.
+    first = page.documents[0].doc_id if page.documents else ""
+    advice = f"the next document, {shown(first)}, alone is larger: raise the limit to read it"
+    check_response_size(state.settings, page.size, advice=advice)
+    response = ScrollResponse(
         documents=[_stored(d) for d in page.documents],
         next_cursor=encode_cursor(page.next_after) if page.next_after is not None else None,
-    ).model_dump_json()
-    check_response_size(state.settings, len(body))
-    return Response(body, media_type="application/json")
+    )
+    return _bounded(state, response.__pydantic_serializer__.to_json(response), advice=advice)
 
 
 # `:path`, as for DELETE: any document id can be addressed, "/" included.
-@router.get("/{name}/documents/{doc_id:doc_id}", response_model=DocumentOut, responses=ERRORS)
-def read_document(name: str, doc_id: str, state: State) -> DocumentOut:
+@router.get(
+    "/{name}/documents/{doc_id:doc_id}",
+    response_model=DocumentOut,
+    responses={**ERRORS, 413: {"model": ErrorResponse, "description": "a document larger than the response limit"}},
+)
+def read_document(name: str, doc_id: str, state: State) -> Response:
     """One document exactly as stored: title, text, metadata, and its passages (ids and character offsets)."""
     try:
         doc = get_document(state=state, collection=name, doc_id=doc_id)
@@ -130,8 +144,13 @@ def read_document(name: str, doc_id: str, state: State) -> DocumentOut:
         raise not_found(name) from exc
     except DocumentNotFound as exc:
         raise _document_not_found(name, doc_id) from exc
+    # The stored text is bounded at ingest, but by a setting that may have been lowered since, and its metadata
+    # and passages add to it: measured before the body is built.
+    advice = f"document {shown(doc.doc_id)} is larger with its metadata and passages: raise the limit to read it"
+    check_response_size(state.settings, document_size(doc, passages=True), advice=advice)
     spans = [PassageSpan(id=p, index=i, start=a, end=b) for p, i, a, b in doc.passages or []]
-    return DocumentOut(id=doc.doc_id, title=doc.title, text=doc.text, metadata=doc.metadata, passages=spans)
+    out = DocumentOut(id=doc.doc_id, title=doc.title, text=doc.text, metadata=doc.metadata, passages=spans)
+    return _bounded(state, out.__pydantic_serializer__.to_json(out), advice=advice)
 
 
 @router.patch(
