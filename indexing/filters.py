@@ -1,4 +1,5 @@
-"""Metadata filters: the JSON language, its checks against a collection's schema, and what it matches.
+"""Metadata filters: the JSON language and its checks against a collection's schema (indexing/filter_match.py
+evaluates a parsed filter on one document's metadata).
 
 The shape is Qdrant's. A filter is a boolean node:
 
@@ -72,7 +73,7 @@ class Match:
     typed: frozenset[tuple[str, Any]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "typed", frozenset(filter(None, map(_typed_key, self.values))))
+        object.__setattr__(self, "typed", frozenset(filter(None, map(typed_key, self.values))))
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,7 @@ def parse_datetime(value: Any) -> int | None:
     return int(t.timestamp() * 1_000_000)
 
 
-def _is_number(v: Any) -> bool:
+def is_number(v: Any) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool)
 
 
@@ -210,7 +211,7 @@ class _Parser:
             raise FilterError(path, "field is a float: match on it with a range, not equality")
         if kind == "datetime":
             raise FilterError(path, "field is a datetime: match on it with a range, not equality")
-        if kind is None and not (isinstance(v, str | bool) or _is_number(v)):
+        if kind is None and not (isinstance(v, str | bool) or is_number(v)):
             raise FilterError(path, f"expected a string, number or boolean, got {type(v).__name__}")
         if isinstance(v, float) and v != v:  # noqa: PLR0124  NaN equals nothing
             raise FilterError(path, "NaN is not a value")
@@ -230,7 +231,7 @@ class _Parser:
                 if t is None:
                     raise FilterError(where, f"expected an ISO-8601 datetime, got {v!r}"[:200])
                 bounds[op] = t
-            elif _is_number(v) and v == v and abs(v) != float("inf"):  # noqa: PLR0124
+            elif is_number(v) and v == v and abs(v) != float("inf"):  # noqa: PLR0124
                 bounds[op] = v
             else:
                 raise FilterError(where, f"expected a finite number, got {type(v).__name__}")
@@ -257,7 +258,7 @@ def value_fits(value: Any, kind: str) -> bool:
     if kind == "integer":
         return all(isinstance(v, int) and not isinstance(v, bool) and abs(v) < 2**63 for v in items)
     if kind == "float":  # an integer JSON allows but no float holds (10**400) is refused, not stored
-        return all(_is_number(v) and (not isinstance(v, int) or abs(v) <= _FLOAT_MAX) for v in items)
+        return all(is_number(v) and (not isinstance(v, int) or abs(v) <= _FLOAT_MAX) for v in items)
     if kind == "boolean":
         return all(isinstance(v, bool) for v in items)
     if kind == "datetime":
@@ -265,12 +266,7 @@ def value_fits(value: Any, kind: str) -> bool:
     return False
 
 
-# --- matching one document's metadata (scans, the document scroll) ----------------------------------
-def _scalars(value: Any) -> list[Any]:
-    return [v for v in value if v is not None] if isinstance(value, list) else ([] if value is None else [value])
-
-
-def _typed_key(v: Any) -> tuple[str, Any] | None:
+def typed_key(v: Any) -> tuple[str, Any] | None:
     """What equality in a filter compares: booleans apart from numbers (True is not 1), 1 equal to 1.0 (they hash
     alike), strings as they are; None for a value that equals no filter value (a list, an object)."""
     if isinstance(v, bool):
@@ -280,40 +276,3 @@ def _typed_key(v: Any) -> tuple[str, Any] | None:
     if isinstance(v, str):
         return ("s", v)
     return None
-
-
-def _in_range(r: Range, x: float) -> bool:
-    return (
-        (r.gt is None or x > r.gt)
-        and (r.gte is None or x >= r.gte)
-        and (r.lt is None or x < r.lt)
-        and (r.lte is None or x <= r.lte)
-    )
-
-
-def _range_value(v: Any, dated: bool) -> float | None:
-    if dated:
-        return parse_datetime(v)
-    return v if _is_number(v) else None
-
-
-def matches(node: Node, metadata: Mapping[str, Any]) -> bool:
-    """Whether one document's metadata passes the filter."""
-    if isinstance(node, Bool):
-        return (
-            all(matches(n, metadata) for n in node.must)
-            and (not node.should or any(matches(n, metadata) for n in node.should))
-            and not any(matches(n, metadata) for n in node.must_not)
-        )
-    if isinstance(node, Exists):
-        return bool(_scalars(metadata.get(node.key)))
-    if isinstance(node, IsNull):
-        return node.key in metadata and metadata[node.key] is None
-    values = _scalars(metadata.get(node.key))
-    if isinstance(node, Match):
-        return any(_typed_key(v) in node.typed for v in values)
-    for v in values:
-        x = _range_value(v, node.dated)
-        if x is not None and _in_range(node, x):
-            return True
-    return False

@@ -10,7 +10,8 @@ from typing import Any
 
 from indexing.collection import Collection, CollectionNotFound
 from indexing.context import commit_collection, ensure_context, queue_context_refresh, refresh_due
-from indexing.filters import Schema, matches, parse_filter, value_fits
+from indexing.filter_match import matches
+from indexing.filters import Schema, parse_filter, value_fits
 from indexing.fusion_choice import after_ingest
 from indexing.generations import serving_writer
 from indexing.jobs import GENERATION_KINDS, TERMINAL, JobKind, JobStatus, JobStore

@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from indexing.filters import Bool, Exists, IsNull, Match, Node, Range, matches, parse_datetime
+from indexing.filter_match import matches
+from indexing.filters import Bool, Exists, IsNull, Match, Node, Range, parse_datetime
 
 FILE = "metadata.jsonl"
 

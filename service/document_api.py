@@ -16,7 +16,8 @@ from typing import Any, Literal
 from indexing import engine
 from indexing.collection import Collection
 from indexing.docstore import DocumentRecord
-from indexing.filters import Node, Schema, matches, parse_filter
+from indexing.filter_match import matches
+from indexing.filters import Node, Schema, parse_filter
 from indexing.jobs import Job, JobKind
 from service.documents import InvalidMetadata, check_batch_size, check_metadata_types
 from service.limits import document_size, metadata_problem, scroll_page_size

@@ -19,7 +19,8 @@ from indexing.docstore import StoredDocument
 from indexing.engine import LocalFanout
 from indexing.engine import count as engine_count
 from indexing.engine import search as engine_search
-from indexing.filters import FilterError, Schema, matches, parse_filter
+from indexing.filter_match import matches
+from indexing.filters import FilterError, Schema, parse_filter
 from indexing.ranking import RankRequest
 from indexing.store import CollectionStore
 

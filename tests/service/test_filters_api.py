@@ -58,7 +58,8 @@ def _search(c: httpx.Client, collection: str, mode: str, flt: Any, **extra: Any)
 
 
 def _passes(flt: dict[str, Any], md: dict[str, Any]) -> bool:
-    from indexing.filters import Schema, matches, parse_filter
+    from indexing.filter_match import matches
+    from indexing.filters import Schema, parse_filter
 
     node = parse_filter(flt, Schema.from_json(SCHEMA))
     return node is None or matches(node, md)
