@@ -14,12 +14,13 @@ from indexing.filter_match import matches
 from indexing.filters import Schema, parse_filter, value_fits
 from indexing.fusion_choice import after_ingest
 from indexing.generations import serving_writer
-from indexing.jobs import GENERATION_KINDS, TERMINAL, JobKind, JobStatus, JobStore
+from indexing.jobs import GENERATION_KINDS, SNAPSHOT_KINDS, TERMINAL, JobKind, JobStatus, JobStore
 from indexing.merger import after_commit
 from indexing.prepare import content_hash, prepare_documents, rewrite_if_only_metadata
 from indexing.reindex import run_generation_job
 from indexing.settings import RayIngestOptions
 from indexing.shards import ShardedCollection
+from indexing.snapshots import run_snapshot_job
 from indexing.store import CollectionStore
 from models import Embedder, EmbedderCache
 
@@ -53,6 +54,10 @@ def run_job(
     try:
         if job.kind in GENERATION_KINDS:  # reindex, promote, rollback (indexing/reindex.py)
             return run_generation_job(
+                job_id=job_id, jobs=jobs, collections=collections, embedders=embedders, on_progress=on_progress
+            )
+        if job.kind in SNAPSHOT_KINDS:  # snapshot, restore (indexing/snapshots.py)
+            return run_snapshot_job(
                 job_id=job_id, jobs=jobs, collections=collections, embedders=embedders, on_progress=on_progress
             )
         coll = collections.get(job.collection)

@@ -57,10 +57,14 @@ class JobKind(StrEnum):
     REINDEX = "reindex"  # build a new generation with another embedder (indexing/reindex.py)
     PROMOTE = "promote"  # make a reindex's finished generation the one searches read
     ROLLBACK = "rollback"  # make the previous generation the one searches read again
+    SNAPSHOT = "snapshot"  # write a collection's doc stores and settings to a tar (indexing/snapshots.py)
+    RESTORE = "restore"  # make a new collection from a snapshot (indexing/snapshot_restore.py)
 
 
 # Jobs that build or switch generations: hours of embedding, so they run beside the writes, not before them.
 GENERATION_KINDS = frozenset({JobKind.REINDEX, JobKind.PROMOTE, JobKind.ROLLBACK})
+# Jobs run by indexing/snapshots.py; they run in the writes lane (a snapshot holds its collection's writer lock).
+SNAPSHOT_KINDS = frozenset({JobKind.SNAPSHOT, JobKind.RESTORE})
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from fastapi.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from models import Embedder as _torch_first  # noqa: F401  (torch before the routes load FAISS: models/_openmp.py)
-from service.api.routes import aliases, collections, documents, health, index, jobs, models, search, ui
+from service.api.routes import aliases, collections, documents, health, index, jobs, models, search, snapshots, ui
 from service.deps import require_api_key
 from service.errors import install_error_handlers
 from service.middleware import limit_body, request_guard, require_key
@@ -83,7 +83,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     if settings.api_key_set:
         secured = {"dependencies": [Depends(require_api_key)], "responses": {401: {"model": ErrorResponse}}}
     routers = (index.router, jobs.router, collections.router, documents.router, search.router)
-    for router in (*routers, aliases.router, models.router):
+    for router in (*routers, aliases.router, models.router, snapshots.router, snapshots.upload_router):
         app.include_router(router, **secured)
     app.include_router(health.router)
     app.include_router(ui.router)

@@ -23,12 +23,25 @@ log = logging.getLogger("vela.service")
 
 # A caller's own X-Request-ID is kept when it is short and plain (it ends up in logs and headers).
 _CLIENT_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+# Past its deadline a request that is still moving bytes (a snapshot upload or download, a large response to a
+# slow reader) goes on, as long as every window moves at least this much in either direction: a transfer is bounded
+# by its rate, a computation by the deadline (it moves no bytes while it runs).
+TRANSFER_WINDOW_S = 5.0
+TRANSFER_MIN_BYTES = 256 * 1024  # per window: about 51 KiB/s
 
 
-def request_guard(app: ASGIApp, *, timeout_s: float) -> ASGIApp:
+def request_guard(
+    app: ASGIApp,
+    *,
+    timeout_s: float,
+    window_s: float = TRANSFER_WINDOW_S,
+    min_bytes: int = TRANSFER_MIN_BYTES,
+) -> ASGIApp:
     """Gives every request an id (the X-Request-ID response header, `request_id` of error bodies and error logs),
     a Server-Timing header (service/timing.py: the stages the request went through, in ms), a deadline (503
-    `timeout` when it passes) and turns any unhandled exception into a 500 in the error shape."""
+    `timeout` when it passes, or the connection closed when the response had begun) and turns any unhandled
+    exception into a 500 in the error shape. A request still transferring at its deadline goes on while each
+    `window_s` moves `min_bytes` of body in or out."""
 
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -41,6 +54,13 @@ def request_guard(app: ASGIApp, *, timeout_s: float) -> ASGIApp:
         timings, timing_token = timing.begin()
         scope[timing.SCOPE_KEY] = timings  # for the metrics middleware outside this one (stage histograms)
         started = answered = False
+        moved = 0  # body bytes received and sent
+
+        async def receive_counted() -> Message:
+            nonlocal moved
+            message = await receive()
+            moved += len(message.get("body", b""))
+            return message
 
         def tagged(message: Message) -> Message:
             if message["type"] != "http.response.start":
@@ -54,17 +74,24 @@ def request_guard(app: ASGIApp, *, timeout_s: float) -> ASGIApp:
             await send(tagged(message))
 
         async def send_from_app(message: Message) -> None:
-            nonlocal started
+            nonlocal started, moved
             if answered:  # the deadline answered already; the late handler's response goes nowhere
                 return
             started = started or message["type"] == "http.response.start"
             await send(tagged(message))
+            moved += len(message.get("body", b""))
 
         # The handler runs as its own task so that the deadline can answer while it still runs: a search in the
         # thread pool cannot be interrupted, and cancelling it waits for the thread anyway.
-        task = asyncio.ensure_future(app(scope, receive, send_from_app))
+        task = asyncio.ensure_future(app(scope, receive_counted, send_from_app))
         try:
-            done, _ = await asyncio.wait({task}, timeout=timeout_s)
+            done, _ = await asyncio.wait({task}, timeout=max(timeout_s - window_s, 0.0))
+            if not done:  # the deadline's last window: what moved in it decides whether a transfer goes on
+                moved = 0
+                done, _ = await asyncio.wait({task}, timeout=min(window_s, timeout_s))
+            while not done and moved >= min_bytes:  # a transfer under way: one more window if it keeps the rate
+                moved = 0
+                done, _ = await asyncio.wait({task}, timeout=window_s)
             if done:
                 task.result()
                 return

@@ -51,6 +51,7 @@ class Settings(IndexingSettings):
     )
     reranker: str | None = Field(None, description="default reranker directory for /search rerank; loaded at start")
     models_dir: Path | None = Field(None, description="model registry; unset: <data dir>/models")
+    snapshots_dir: Path | None = Field(None, description="where snapshots are written; unset: <data dir>/snapshots")
     rerank_max_ms: float = Field(2000.0, gt=0, description="rerank time budget per query when a request sets none")
     rerank_weight: float = Field(
         1.0, ge=0, le=1, description="the cross-encoder's share of the reranked order when a request sets none"
@@ -65,7 +66,11 @@ class Settings(IndexingSettings):
     max_search_hits: int = Field(25_600, ge=1, description="k x queries of one search request")
     max_search_depth: int = Field(256_000, ge=1, description="depth x queries of one search request")
     max_query_chars: int = Field(262_144, ge=1, description="characters of all queries of one request")
-    max_response_bytes: int = Field(64 * 1024 * 1024, ge=1024, description="largest search response body")
+    max_response_bytes: int = Field(
+        64 * 1024 * 1024,
+        ge=1024,
+        description="largest response body in UTF-8 bytes: search, one document, a scroll page",
+    )
     request_timeout_s: float = Field(60.0, gt=0, description="deadline of one request; past it the client gets 503")
     # Slow or incomplete clients: they must not hold connections open.
     body_timeout_s: float = Field(30.0, gt=0, description="longest wait for the next piece of a request body (408)")

@@ -14,6 +14,7 @@ from indexing.lanes import LaneQueue
 from indexing.queue import JobQueue
 from indexing.redis_queue import RedisJobQueue
 from indexing.reindex import clean_all
+from indexing.snapshot_restore import clean_restore_leftovers
 from indexing.store import CollectionStore
 from models import EmbedderCache
 from models.device import resolve_device, resolve_precision
@@ -137,6 +138,7 @@ def maintain(collections: CollectionStore, jobs: JobStore) -> None:
             continue
         log.info("collection checked", extra={"collection": name, "outcome": outcome})
     clean_all(collections, jobs)
+    clean_restore_leftovers(collections, jobs)  # the hidden folders of restores a crash cut short
 
 
 def stop(state: AppState) -> None:

@@ -1,0 +1,248 @@
+"""Restoring a snapshot (indexing/snapshots.py writes them) as a new collection, atomically.
+
+The tar is read once, as a stream: snapshot.json first (format version, the files and their sha256), then each
+file, which must be one snapshot.json lists, is extracted with tarfile's `data` filter into a hidden folder beside
+the collections and checked against its sha256; the whole file is checked against the sha256 recorded when it was
+written. Only then are the settings adopted (the new name, the model this server loads for the snapshot's model
+name) and the index rebuilt from the doc stores, and the folder renamed into place: a collection appears whole or
+not at all. A restore killed before the rename leaves only the hidden folder, which start-up maintenance removes
+once its job is over (`clean_restore_leftovers`); run again, the job starts over, or sees its rename done.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import shutil
+import tarfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from indexing.collection import SETTINGS_FILE, CollectionConflict, CollectionSettings, load_settings, validate_name
+from indexing.context import commit_collection
+from indexing.jobs import JobStore
+from indexing.reindex import job_alive
+from indexing.snapshot_format import SnapshotInvalid, read_manifest_member
+from indexing.store import CollectionStore, open_collection
+from models import EmbedderCache
+from velaio.files import fsync_dir, fsync_tree, write_atomic
+
+log = logging.getLogger("vela.snapshots")
+RESTORE_PREFIX = ".restore-"  # <collections>/.restore-<job id>/: a restore being built
+HEARTBEAT_BYTES = 64 << 20
+
+
+class JobCancelled(Exception):
+    pass
+
+
+class _Hashing(io.RawIOBase):
+    """The snapshot file as tarfile reads it: every byte also goes through sha256, with a heartbeat now and then."""
+
+    def __init__(self, f: io.BufferedReader, heartbeat: Callable[[], None]) -> None:
+        self.f, self.heartbeat, self.digest, self.seen = f, heartbeat, hashlib.sha256(), 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.f.read(size)
+        self.digest.update(data)
+        self.seen += len(data)
+        if self.seen >= HEARTBEAT_BYTES:
+            self.seen = 0
+            self.heartbeat()
+        return data
+
+
+def _check_member(member: tarfile.TarInfo, files: dict[str, Any], seen: set[str]) -> None:
+    if member.name not in files:
+        raise SnapshotInvalid(f"the tar holds {member.name[:100]!r}, which snapshot.json does not list")
+    if member.name in seen or not member.isfile():
+        raise SnapshotInvalid(f"the tar holds {member.name!r} twice, or not as a plain file")
+
+
+def extract_verified(
+    source: Path, dest: Path, expected_sha256: str | None, heartbeat: Callable[[], None]
+) -> dict[str, Any]:
+    """Extract the snapshot into `dest` (a new folder), checking the format, every member against snapshot.json,
+    and the whole file against `expected_sha256`; SnapshotInvalid naming the fault. Returns snapshot.json."""
+    dest.mkdir(parents=True)
+    try:
+        with open(source, "rb") as raw:
+            reader = _Hashing(raw, heartbeat)
+            with tarfile.open(fileobj=reader, mode="r|") as tar:  # type: ignore[call-overload]
+                manifest = read_manifest_member(tar, tar.next())
+                files: dict[str, Any] = manifest["files"]
+                seen: set[str] = set()
+                while (member := tar.next()) is not None:
+                    _check_member(member, files, seen)
+                    seen.add(member.name)
+                    tar.extract(member, dest, filter="data")
+                    with open(dest / member.name, "rb") as f:
+                        digest = hashlib.file_digest(f, "sha256").hexdigest()
+                    if digest != files[member.name]["sha256"]:
+                        raise SnapshotInvalid(
+                            f"{member.name} does not match its sha256 in snapshot.json: the snapshot is damaged"
+                        )
+            while reader.read(1 << 20):  # the tar's end padding: part of the file's checksum too
+                pass
+    except (tarfile.TarError, EOFError) as exc:
+        raise SnapshotInvalid(f"not a readable tar ({exc}): the snapshot is damaged") from exc
+    missing = sorted(set(files) - seen)
+    if missing:
+        raise SnapshotInvalid(f"the tar lacks {missing[:3]}, which snapshot.json lists: the snapshot is cut short")
+    if expected_sha256 is not None and reader.digest.hexdigest() != expected_sha256:
+        raise SnapshotInvalid("the file's sha256 differs from the one recorded when it was written: it is damaged")
+    return manifest
+
+
+def _adopt_settings(
+    root: Path, manifest: dict[str, Any], into: str, embedder: str, created: float
+) -> CollectionSettings:
+    """The snapshot's settings files, renamed `into` with this server's model and a new creation time (a new
+    collection: nothing cached for an earlier one of the same name is reused)."""
+    try:
+        settings = load_settings(root)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise SnapshotInvalid(f"{SETTINGS_FILE} cannot be read ({type(exc).__name__})") from exc
+    if settings.shards != manifest["shards"] or settings.dim != manifest["embedder"].get("dims"):
+        raise SnapshotInvalid(f"{SETTINGS_FILE} disagrees with snapshot.json (shards or dims)")
+    settings = replace(settings, name=into, embedder=embedder, created_at=created)
+    holders = [(root, settings)]
+    if settings.shards > 1:
+        holders += [
+            (root / "shards" / f"s{i:03d}", replace(settings, name=f"{into}.s{i:03d}", shards=1))
+            for i in range(settings.shards)
+        ]
+    for folder, held in holders:
+        write_atomic(folder / SETTINGS_FILE, json.dumps(held.to_json(), indent=2).encode())
+    return settings
+
+
+def _refuse_existing(collections: CollectionStore, into: str) -> None:
+    if collections.is_collection(into) or collections.aliases.target(into) is not None:
+        raise CollectionConflict(
+            f"{into!r} is already a collection or an alias: restore into a new name (then point an alias at it)"
+        )
+    leftover = collections.root / into
+    if leftover.exists():  # no settings file: what was left of a deleted collection, never a collection
+        trash = collections.root.parent / "trash" / f"{into}-{uuid.uuid4().hex}"
+        trash.parent.mkdir(parents=True, exist_ok=True)
+        leftover.rename(trash)
+        shutil.rmtree(trash, ignore_errors=True)
+
+
+def _restored_by(collections: CollectionStore, into: str, created: Any) -> bool:
+    """Whether `into` is the collection this job renamed into place before a crash (its creation time is the one
+    the job recorded)."""
+    if created is None or not collections.is_collection(into):
+        return False
+    try:
+        return load_settings(collections.root / into).created_at == created
+    except (OSError, ValueError, KeyError):
+        return False
+
+
+def restore_snapshot(
+    job_id: str,
+    spec: dict[str, Any],
+    jobs: JobStore,
+    collections: CollectionStore,
+    embedders: EmbedderCache,
+    progress: Callable[[int, int], None],
+    cancelled: Callable[[], bool],
+) -> dict[str, Any]:
+    """Make the collection `spec["into"]` from the snapshot file `spec["snapshot"]` (a path the server found, or
+    an upload it received: that file goes once the restore ends, whichever way)."""
+    try:
+        result = _restore(job_id, spec, jobs, collections, embedders, progress, cancelled)
+    except Exception:  # the job ends, failed or cancelled (a kill ends nothing: its re-run needs the file)
+        _drop_upload(spec)
+        raise
+    _drop_upload(spec)
+    return result
+
+
+def _drop_upload(spec: dict[str, Any]) -> None:
+    if spec.get("upload"):
+        Path(spec["snapshot"]).unlink(missing_ok=True)
+
+
+def _restore(
+    job_id: str,
+    spec: dict[str, Any],
+    jobs: JobStore,
+    collections: CollectionStore,
+    embedders: EmbedderCache,
+    progress: Callable[[int, int], None],
+    cancelled: Callable[[], bool],
+) -> dict[str, Any]:
+    into = validate_name(spec["into"])
+    prior = jobs.get(job_id).result or {}
+    if _restored_by(collections, into, prior.get("created_at")):
+        return prior
+    _refuse_existing(collections, into)
+    source = Path(spec["snapshot"])
+    if not source.is_file():
+        raise SnapshotInvalid("the snapshot is gone (deleted since the restore was asked for)")
+    tmp = collections.root / f"{RESTORE_PREFIX}{job_id}"
+    shutil.rmtree(tmp, ignore_errors=True)  # an earlier attempt's: started over
+    try:
+        manifest = extract_verified(source, tmp, spec.get("sha256"), lambda: progress(0, 0))  # a heartbeat
+        total = int(manifest.get("documents", 0))
+        progress(0, total)
+        if cancelled():
+            raise JobCancelled()
+        model = manifest["embedder"].get("name")
+        try:
+            embedder = embedders.get(spec["embedder"])
+        except (OSError, ValueError) as exc:
+            raise SnapshotInvalid(f"the model {model!r} does not load on this server ({type(exc).__name__})") from exc
+        if embedder.dim != manifest["embedder"].get("dims"):
+            raise SnapshotInvalid(
+                f"the model {model!r} on this server makes {embedder.dim}-dim vectors; the snapshot's are "
+                f"{manifest['embedder'].get('dims')}-dim: not the same model"
+            )
+        created = time.time()
+        settings = _adopt_settings(tmp, manifest, into, spec["embedder"], created)
+        coll = open_collection(tmp, settings)
+        try:
+            with coll.writer():
+                commit_collection(coll, embedder)  # the index, rebuilt from the doc stores
+        finally:
+            coll.close()
+        fsync_tree(tmp)
+        result = {"collection": into, "snapshot": source.name, "documents": total, "created_at": created}
+        jobs.set_result(job_id, result)  # before the rename: a re-run then knows the collection is its own
+        _refuse_existing(collections, into)
+        try:
+            tmp.rename(collections.root / into)
+        except OSError as exc:  # made by another request meanwhile
+            raise CollectionConflict(f"{into!r} was created while the snapshot was restored") from exc
+        fsync_dir(collections.root)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    progress(total, total)
+    log.info("snapshot restored", extra={"collection": into, "snapshot": source.name, "job_id": job_id})
+    return result
+
+
+def clean_restore_leftovers(collections: CollectionStore, jobs: JobStore) -> list[str]:
+    """At start-up: the folders of restores whose job is over (a crash or a kill cut them short). A restore still
+    unfinished keeps its folder: it starts over from the snapshot anyway when it runs again."""
+    removed = []
+    alive = job_alive(jobs)
+    for entry in collections.root.iterdir():
+        if not entry.name.startswith(RESTORE_PREFIX):
+            continue
+        if not alive(entry.name.removeprefix(RESTORE_PREFIX)):
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry.name)
+    if removed:
+        log.info("restore leftovers removed", extra={"removed": removed})
+    return removed

@@ -1,0 +1,210 @@
+"""Domain functions behind the snapshot routes (keyword-only; no HTTP here): take a snapshot, list, find and delete
+snapshots, restore one into a new collection, and restore an uploaded one.
+
+Snapshots live in the server's own folder (VELA_SNAPSHOTS_DIR, default `<data dir>/snapshots`); a request names a
+snapshot only by a name the server made, which is looked up in a listing of that folder (indexing/snapshot_format.py).
+A restore names its model by the name the snapshot records, resolved through this server's registry as a request's
+`embedder` is: no path from a snapshot is ever loaded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from anyio import to_thread
+
+from indexing.collection import CollectionConflict, CollectionNotFound, validate_name
+from indexing.jobs import Job, JobKind, JobNotFound
+from indexing.snapshot_format import (
+    UNREGISTERED,
+    SnapshotInfo,
+    SnapshotInvalid,
+    SnapshotNotFound,
+    collection_folder,
+    delete_snapshot,
+    find_snapshot,
+    folder_digest,
+    list_snapshots,
+    read_manifest,
+)
+from service.model_registry import (
+    ModelKindMismatch,
+    UnknownModelName,
+    UnusableModel,
+    public_model_name,
+    request_model,
+)
+from service.settings import Settings
+from service.state import AppState
+
+UPLOADS = ".uploads"  # <snapshots dir>/.uploads/<uuid>.tar: an uploaded snapshot until its restore ends
+RESTORE_KINDS = frozenset({JobKind.RESTORE})
+
+
+class SnapshotModelUnavailable(ValueError):
+    """The snapshot's model cannot be served here: the restore would change nothing, so it is refused at once."""
+
+
+def snapshots_root(settings: Settings) -> Path:
+    """VELA_SNAPSHOTS_DIR, else `<data dir>/snapshots`."""
+    root = settings.snapshots_dir if settings.snapshots_dir is not None else settings.data_dir / "snapshots"
+    return root.expanduser().resolve()
+
+
+def snapshot_owner(*, state: AppState, collection: str) -> str:
+    """The collection whose snapshots a name means (an alias's target): a collection, or one deleted since that
+    left snapshots. CollectionNotFound otherwise."""
+    name = state.collections.resolve(collection)
+    if state.collections.is_collection(name) or collection_folder(snapshots_root(state.settings), name) is not None:
+        return name
+    raise CollectionNotFound(collection)
+
+
+def submit_snapshot(*, state: AppState, collection: str) -> Job:
+    """Queue a snapshot of the collection's serving generation. CollectionNotFound before anything is queued."""
+    coll = state.collections.get(collection)  # an alias's target, recorded as it is now
+    stored = coll.settings.embedder
+    spec = {
+        "collection": coll.name,
+        "dir": str(snapshots_root(state.settings)),  # the server's folder, resolved where the listing reads it
+        "embedder": stored,
+        "embedder_name": public_model_name(settings=state.settings, stored=stored),
+    }
+    job = state.jobs.create(collection=coll.name, kind=JobKind.SNAPSHOT, payload=[spec])
+    state.queue.submit(job.id)
+    return job
+
+
+def snapshots_of(*, state: AppState, collection: str) -> list[SnapshotInfo]:
+    return list_snapshots(snapshots_root(state.settings), snapshot_owner(state=state, collection=collection))
+
+
+def snapshot_file(*, state: AppState, collection: str, snapshot: str) -> tuple[Path, SnapshotInfo]:
+    """The file of a listed snapshot. CollectionNotFound, SnapshotNotFound."""
+    owner = snapshot_owner(state=state, collection=collection)
+    return find_snapshot(snapshots_root(state.settings), owner, snapshot)
+
+
+def remove_snapshot(*, state: AppState, collection: str, snapshot: str) -> None:
+    delete_snapshot(snapshots_root(state.settings), snapshot_owner(state=state, collection=collection), snapshot)
+
+
+def check_new_name(*, state: AppState, into: str) -> str:
+    """A name a restore may take: a valid collection name (ValueError) that no collection or alias has
+    (CollectionConflict)."""
+    validate_name(into)
+    if state.collections.is_collection(into) or state.collections.aliases.target(into) is not None:
+        raise CollectionConflict(
+            f"{into!r} is already a collection or an alias: restore into a new name (then point an alias at it)"
+        )
+    return into
+
+
+def restore_model(*, state: AppState, manifest: dict[str, Any]) -> str:
+    """What this server loads for the snapshot's model: its registry name resolved here, or, for a model that had
+    none, this server's own VELA_EMBEDDER when it is the same folder. SnapshotModelUnavailable otherwise."""
+    model = manifest["embedder"]
+    name = model.get("name")
+    if isinstance(name, str) and name != UNREGISTERED:
+        try:
+            chosen = request_model(settings=state.settings, name=name, kind="embedder", field="embedder")
+        except (UnknownModelName, ModelKindMismatch, UnusableModel) as exc:
+            shown = repr(name) if len(name) <= 64 else "of the snapshot"
+            raise SnapshotModelUnavailable(
+                f"the snapshot's model {shown} is not a registered embedder on this server: register the same "
+                "model under that name (vela models add), then restore again"
+            ) from exc
+        return str(state.embedders.resolve(chosen))
+    own = str(state.embedders.resolve(state.settings.embedder))
+    if model.get("folder_sha256") == folder_digest(own):
+        return own
+    raise SnapshotModelUnavailable(
+        "the snapshot's model had no registry name where it was taken and is not this server's VELA_EMBEDDER: "
+        "register the model under one name on both servers (vela models add) and take a new snapshot"
+    )
+
+
+def _queue_restore(*, state: AppState, spec: dict[str, Any]) -> Job:
+    job = state.jobs.create_unless_unfinished(
+        collection=spec["into"], kind=JobKind.RESTORE, payload=[spec], kinds=RESTORE_KINDS
+    )
+    if isinstance(job, str):  # one sent just before is queued or running
+        raise CollectionConflict(f"a restore into {spec['into']!r} is under way (job {job})")
+    state.queue.submit(job.id)
+    return job
+
+
+def submit_restore(*, state: AppState, collection: str, snapshot: str, into: str) -> Job:
+    """Check the request and queue the restore: CollectionNotFound, SnapshotNotFound, ValueError (the name),
+    CollectionConflict, SnapshotInvalid (not a snapshot this server reads), SnapshotModelUnavailable."""
+    path, info = snapshot_file(state=state, collection=collection, snapshot=snapshot)
+    check_new_name(state=state, into=into)
+    model = restore_model(state=state, manifest=read_manifest(path))
+    spec = {"snapshot": str(path), "sha256": info.sha256, "into": into, "embedder": model}
+    return _queue_restore(state=state, spec=spec)
+
+
+def _sweep_uploads(folder: Path, state: AppState) -> None:
+    """Uploads no unfinished restore needs (a process died while it received one, or its restore was killed): an
+    upload still being received holds a lock on its file, and one whose restore waits is named in that job."""
+    needed = set()
+    for job_id in state.jobs.unfinished():
+        try:
+            payload = state.jobs.payload(job_id) if state.jobs.get(job_id).kind == JobKind.RESTORE else []
+        except JobNotFound:
+            continue
+        if payload:
+            needed.add(str(payload[0].get("snapshot")))
+    for entry in folder.iterdir():
+        if str(entry) in needed:
+            continue
+        with contextlib.suppress(FileNotFoundError), open(entry, "rb") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # being received
+            entry.unlink(missing_ok=True)
+
+
+async def submit_upload(*, state: AppState, into: str, body: AsyncIterator[bytes], sha256: str | None) -> Job:
+    """Receive a snapshot into the server's folder and queue its restore as `into`: ValueError, CollectionConflict
+    (before a byte is stored), SnapshotInvalid, SnapshotModelUnavailable. The file goes when its restore ends."""
+    check_new_name(state=state, into=into)
+    folder = snapshots_root(state.settings) / UPLOADS
+    folder.mkdir(parents=True, exist_ok=True)
+    await to_thread.run_sync(_sweep_uploads, folder, state)
+    path = folder / f"{uuid.uuid4().hex}.tar"
+    with open(path, "wb") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)  # held until the restore job names the file
+        try:
+            async for chunk in body:
+                await to_thread.run_sync(f.write, chunk)
+            await to_thread.run_sync(f.flush)
+            manifest = await to_thread.run_sync(read_manifest, path)
+            model = restore_model(state=state, manifest=manifest)
+            spec = {"snapshot": str(path), "sha256": sha256, "into": into, "embedder": model, "upload": True}
+            return await to_thread.run_sync(lambda: _queue_restore(state=state, spec=spec))
+        except BaseException:
+            path.unlink(missing_ok=True)
+            raise
+
+
+__all__ = [
+    "SnapshotInvalid",
+    "SnapshotModelUnavailable",
+    "SnapshotNotFound",
+    "check_new_name",
+    "remove_snapshot",
+    "snapshot_file",
+    "snapshot_owner",
+    "snapshots_of",
+    "snapshots_root",
+    "submit_restore",
+    "submit_snapshot",
+    "submit_upload",
+]
