@@ -65,6 +65,9 @@ class JobKind(StrEnum):
 GENERATION_KINDS = frozenset({JobKind.REINDEX, JobKind.PROMOTE, JobKind.ROLLBACK})
 # Jobs run by indexing/snapshots.py; they run in the writes lane (a snapshot holds its collection's writer lock).
 SNAPSHOT_KINDS = frozenset({JobKind.SNAPSHOT, JobKind.RESTORE})
+# Jobs that run for long on the embedded queue's second lane, beside the writes: the generation jobs, and a restore
+# (it rebuilds a whole index, and no write can reach the collection it makes until it is done).
+LONG_KINDS = GENERATION_KINDS | {JobKind.RESTORE}
 
 
 @dataclass(frozen=True)

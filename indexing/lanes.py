@@ -1,12 +1,12 @@
-"""The embedded default's queue with two lanes: generation jobs (a reindex embeds a whole collection again, for
-minutes or hours) run on a thread of their own, so that writes submitted meanwhile run at once, beside it, and
-reach the new generation when it catches up, instead of waiting behind it."""
+"""The embedded default's queue with two lanes: long jobs (a reindex embeds a whole collection again, for minutes or
+hours; a restore rebuilds a whole index) run on a thread of their own, so that writes submitted meanwhile run at
+once, beside them (a reindex's new generation catches up with them), instead of waiting behind them."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from indexing.jobs import GENERATION_KINDS, JobNotFound, JobStore
+from indexing.jobs import LONG_KINDS, JobNotFound, JobStore
 from indexing.queue import InProcessQueue
 
 
@@ -17,7 +17,7 @@ class _Lane(InProcessQueue):
 
     def takes(self, job_id: str) -> bool:
         try:
-            return (self.jobs.get(job_id).kind in GENERATION_KINDS) == self.generations
+            return (self.jobs.get(job_id).kind in LONG_KINDS) == self.generations
         except JobNotFound:
             return not self.generations
 

@@ -20,6 +20,7 @@ from indexing.redis_queue import RedisJobQueue
 from indexing.redis_worker import RedisWorker
 from indexing.reindex import clean_all
 from indexing.settings import IndexingSettings
+from indexing.snapshot_restore import clean_restore_leftovers
 from indexing.store import CollectionStore
 from models import EmbedderCache
 from models.device import DeviceError, resolve_device, resolve_precision
@@ -54,6 +55,7 @@ def main(*, name: str | None = None) -> int:
         outcome = collections.get(coll_name).check_consistency()
         log.info("collection checked", extra={"collection": coll_name, "outcome": outcome})
     clean_all(collections, jobs)  # generations of reindexes that are over; a running one resumes
+    clean_restore_leftovers(collections, jobs)  # the hidden folders of restores a crash cut short
 
     producer = RedisJobQueue(settings.redis_url, stream=settings.queue_stream, jobs=jobs)
 
