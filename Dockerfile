@@ -27,7 +27,9 @@ COPY training ./training
 COPY cli ./cli
 COPY bench ./bench
 COPY velaio ./velaio
-RUN pip install --no-deps . && rm -rf build *.egg-info
+COPY client ./client
+# vela-client too: `vela snapshot` talks to a server through it.
+RUN pip install --no-deps . ./client && rm -rf build *.egg-info client/build client/*.egg-info
 
 RUN useradd --create-home --uid 10001 vela \
     && mkdir -p /data \

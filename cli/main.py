@@ -115,6 +115,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_datasets_parser(sub)
 
+    from cli.snapshot import add_parser as add_snapshot_parser  # argparse only: the client is imported on use
+
+    add_snapshot_parser(sub)
+
     train = sub.add_parser(
         "train",
         help="train a model: vela train RECIPE --out DIR [--config FILE] [--register NAME] [flags]",

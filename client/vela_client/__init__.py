@@ -12,14 +12,17 @@ Imports only httpx, pydantic and anyio: no model or index code comes with it.
 from vela_client.async_client import AsyncVelaClient
 from vela_client.calls import DocumentLike, SearchOptions
 from vela_client.errors import (
+    ChecksumMismatch,
     Conflict,
     ConnectionFailed,
     InvalidRequest,
+    InvalidSnapshot,
     JobFailed,
     JobWaitTimeout,
     NotFound,
     PayloadTooLarge,
     ServerError,
+    SnapshotNotFound,
     Timeout,
     Unauthorized,
     Unavailable,
@@ -45,6 +48,7 @@ from vela_client.models import (
     Rerank,
     RerankInfo,
     SearchResponse,
+    Snapshot,
     StoredDocument,
 )
 from vela_client.retry import NO_RETRY, RetryPolicy
@@ -56,6 +60,7 @@ __all__ = [
     "Alias",
     "AsyncVelaClient",
     "BatchSearchResponse",
+    "ChecksumMismatch",
     "Collection",
     "Conflict",
     "ConnectionFailed",
@@ -67,6 +72,7 @@ __all__ = [
     "Health",
     "Hit",
     "InvalidRequest",
+    "InvalidSnapshot",
     "Job",
     "JobAccepted",
     "JobFailed",
@@ -84,6 +90,8 @@ __all__ = [
     "SearchOptions",
     "SearchResponse",
     "ServerError",
+    "Snapshot",
+    "SnapshotNotFound",
     "StoredDocument",
     "Timeout",
     "Unauthorized",

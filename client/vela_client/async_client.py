@@ -1,8 +1,8 @@
 """`AsyncVelaClient`: the client for asyncio and trio (through anyio); the methods of `VelaClient`, awaited.
 
 This module holds the transport (`_send`, with retries), health, search and jobs (`wait_job`, and `_submit`, which
-the write methods go through); the document methods are in async_documents.py, and those for collections,
-generations, models and aliases in async_collections.py.
+the write methods go through); the document methods are in async_documents.py, those for collections,
+generations, models and aliases in async_collections.py, and snapshots (backup and restore) in async_snapshots.py.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import httpx
 from vela_client import calls
 from vela_client.async_collections import AsyncCollectionsMixin
 from vela_client.async_documents import AsyncDocumentsMixin
+from vela_client.async_snapshots import AsyncSnapshotsMixin
 from vela_client.calls import SearchOptions
 from vela_client.config import DEFAULT_TIMEOUT_S
 from vela_client.config import http_options as _options
@@ -25,12 +26,13 @@ from vela_client.errors import error_from_transport
 from vela_client.models import BatchSearchResponse, Health, Job, JobAccepted, Readiness, SearchResponse
 from vela_client.retry import RetryPolicy, retry_delay
 from vela_client.routes import Call
+from vela_client.transfers import file_chunks_async
 from vela_client.waiting import AsyncProgressCallback, JobRef, JobWatch, check_wait_options, finished, job_id_of
 
 T = TypeVar("T")
 
 
-class AsyncVelaClient(AsyncDocumentsMixin, AsyncCollectionsMixin):
+class AsyncVelaClient(AsyncDocumentsMixin, AsyncCollectionsMixin, AsyncSnapshotsMixin):
     """A Vela API client over one `httpx.AsyncClient` (a connection pool: share one client, and close it).
 
     `base_url` and `api_key` default to VELA_URL and VELA_API_KEY. `retry` governs 503 answers and connection
@@ -66,11 +68,33 @@ class AsyncVelaClient(AsyncDocumentsMixin, AsyncCollectionsMixin):
     ) -> None:
         await self.aclose()
 
+    async def _request(self, call: Call[T]) -> httpx.Response:
+        """One try of `call`: its answer read whole, or for a download, its body written to the target as it comes
+        (a try after a broken one starts the file over). The file's reads and writes run in worker threads."""
+        body = file_chunks_async(call.upload) if call.upload is not None else None
+        request = self._http.build_request(
+            call.route.method, call.path, json=call.json, params=call.params, content=body, headers=call.headers
+        )
+        response = await self._http.send(request, stream=call.download is not None)
+        download = call.download
+        if download is None:
+            return response
+        try:
+            if not response.is_success:
+                await response.aread()  # an error's body, for its code and message
+                return response
+            await anyio.to_thread.run_sync(download.begin)
+            async for chunk in response.aiter_bytes():
+                await anyio.to_thread.run_sync(download.write, chunk)
+        finally:  # however the body ends, the connection goes back to the pool or away
+            await response.aclose()
+        return response
+
     async def _send(self, call: Call[T]) -> T:
         attempt = 1
         while True:
             try:
-                response = await self._http.request(call.route.method, call.path, json=call.json, params=call.params)
+                response = await self._request(call)
             except httpx.TransportError as exc:
                 delay = retry_delay(self.retry, call.route, attempt, error=exc)
                 if delay is None:

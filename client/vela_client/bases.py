@@ -1,6 +1,7 @@
 """What the resource mixins call on their client: `SyncBase` for `VelaClient`'s, `AsyncBase` for `AsyncVelaClient`'s.
 
-Each client inherits its base through its mixins (sync_documents.py, sync_collections.py and their async twins)
+Each client inherits its base through its mixins (sync_documents.py, sync_collections.py, sync_snapshots.py and
+their async twins)
 and defines `_send` (one request, with retries) and `_submit` (a write that starts a job, then maybe waits for it);
 the stubs here only give the mixins those signatures to type-check against.
 """

@@ -58,12 +58,21 @@ class InvalidRequest(VelaError):
     """422 (or 400): the request does not match the API's schema or limits; `details` lists each problem."""
 
 
+class InvalidSnapshot(InvalidRequest):
+    """422 `invalid_snapshot`: the tar is not a snapshot this server reads (a restore or an upload)."""
+
+
 class Unauthorized(VelaError):
     """401: missing or wrong API key."""
 
 
 class NotFound(VelaError):
     """404: no such collection, job or route (`code` says which: `collection_not_found`, `job_not_found`, ...)."""
+
+
+class SnapshotNotFound(NotFound):
+    """404 `snapshot_not_found`: the collection's listing has no snapshot of that name (a name is only ever one
+    the server made, `<collection>-<time>-<hex>.tar`)."""
 
 
 class Conflict(VelaError):
@@ -88,6 +97,11 @@ class ConnectionFailed(VelaError):
 
 class Timeout(VelaError, TimeoutError):
     """The client's own timeout passed, or the server gave up waiting for the request body (408)."""
+
+
+class ChecksumMismatch(VelaError):
+    """A downloaded file's sha256 differs from the one the server lists for it (code `sha256_mismatch`): it was
+    damaged on the way or on the server, and nothing was written where it was to go."""
 
 
 class JobFailed(VelaError):
@@ -119,6 +133,13 @@ _BY_STATUS: dict[int, type[VelaError]] = {
 }
 
 
+# Codes with an error class of their own, a subclass of their status's (a SnapshotNotFound is a NotFound).
+_BY_CODE: dict[str, type[VelaError]] = {
+    "snapshot_not_found": SnapshotNotFound,
+    "invalid_snapshot": InvalidSnapshot,
+}
+
+
 def error_code(response: httpx.Response) -> str:
     """The API's error code of a failed response, or the status's generic code when the body has none."""
     return _error_body(response).get("code") or _STATUS_CODES.get(response.status_code, "error")
@@ -142,10 +163,14 @@ def error_from_response(response: httpx.Response) -> VelaError:
         text = response.text.strip()
         message = text[:500] if text else f"HTTP {status} {response.reason_phrase}"
     details = body.get("details")
+    code = error_code(response)
     cls = _BY_STATUS.get(status) or (ServerError if status >= 500 else VelaError)
+    special = _BY_CODE.get(code)
+    if special is not None and issubclass(special, cls):  # only ever narrows what the status says
+        cls = special
     return cls(
         message,
-        code=error_code(response),
+        code=code,
         status=status,
         details=details if isinstance(details, list) else None,
         request_id=body.get("request_id") or response.headers.get("x-request-id"),

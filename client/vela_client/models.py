@@ -33,7 +33,8 @@ class Readiness(_Response):
 
 
 class Job(_Response):
-    """A background job (ingest or delete): status, progress, speed and ETA."""
+    """A background job (an ingest, a delete, a reindex, a snapshot or a restore...): status, progress, speed and
+    ETA."""
 
     id: str
     collection: str
@@ -50,7 +51,7 @@ class Job(_Response):
     created_at: float
     started_at: float | None = None
     finished_at: float | None = None
-    result: dict[str, Any] | None = None  # a reindex's generation and gate figures
+    result: dict[str, Any] | None = None  # a reindex's generation and gate figures, a snapshot's name and sha256
 
     @property
     def finished(self) -> bool:
@@ -149,6 +150,22 @@ class Alias(_Response):
 
 class AliasList(_Response):
     aliases: list[Alias]
+
+
+class Snapshot(_Response):
+    """A snapshot the server keeps of a collection: one tar of its documents, passages, embeddings and settings."""
+
+    name: str = Field(description="<collection>-<UTC yyyymmddThhmmss>-<6 hex>.tar, made by the server")
+    collection: str
+    created_at: float = Field(description="when its doc stores were copied (Unix time)")
+    bytes: int = Field(description="size of the tar")
+    documents: int
+    passages: int
+    sha256: str = Field(description="of the whole tar, as `sha256sum` prints it")
+
+
+class SnapshotList(_Response):
+    snapshots: list[Snapshot]
 
 
 class Ranks(_Response):

@@ -4,17 +4,21 @@ Adding a route to the client takes three small steps, the same for every route:
 1. a `Route` constant here (and in `ROUTES`);
 2. a function in `vela_client.calls` that turns typed arguments into a `Call`;
 3. a one-line method in `VelaClient` and in `AsyncVelaClient` that sends that `Call` (in the client module, or in the
-   mixin for its resource: sync_documents.py / async_documents.py, sync_collections.py / async_collections.py).
+   mixin for its resource: sync_documents.py / async_documents.py, sync_collections.py / async_collections.py,
+   sync_snapshots.py / async_snapshots.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
 import httpx
+
+from vela_client.transfers import DownloadTarget
 
 T = TypeVar("T")
 
@@ -38,6 +42,9 @@ class Route:
         *,
         json: Any = None,
         params: Mapping[str, Any] | None = None,
+        upload: Path | None = None,
+        headers: Mapping[str, str] | None = None,
+        download: DownloadTarget | None = None,
         **path_params: str,
     ) -> Call[T]:
         for name, value in path_params.items():
@@ -45,16 +52,24 @@ class Route:
                 raise ValueError(f"{name} must be a non-empty string, not {value!r}")
         # Every path parameter fully percent-encoded: a document id may hold "/", "?" or "#".
         path = self.path.format(**{k: quote(v, safe="") for k, v in path_params.items()})
-        return Call(self, path, parse, json, dict(params) if params else None)
+        params_sent = dict(params) if params else None
+        return Call(self, path, parse, json, params_sent, upload, dict(headers) if headers else None, download)
 
 
 @dataclass(frozen=True)
 class Call(Generic[T]):
+    """One request. `upload`: a file sent as the body, in chunks (read again from its start on each try).
+    `download`: where a successful answer's body is written as it comes, instead of being read into memory
+    (`parse` then sees the response without its body)."""
+
     route: Route
     path: str
     parse: Callable[[httpx.Response], T]
     json: Any = None
     params: dict[str, Any] | None = None
+    upload: Path | None = None
+    headers: dict[str, str] | None = None
+    download: DownloadTarget | None = None
 
 
 HEALTHZ = Route("GET", "/healthz")
@@ -92,6 +107,17 @@ DELETE_ALIAS = Route("DELETE", "/aliases/{alias}", idempotent=False)
 # Likewise 409 the second time (the job has ended, or is no longer failed), so neither is sent again blindly.
 CANCEL_JOB = Route("DELETE", "/jobs/{job_id}", idempotent=False)
 RETRY_JOB = Route("POST", "/jobs/{job_id}/retry", idempotent=False)
+# Sent twice, two snapshots would be taken.
+CREATE_SNAPSHOT = Route("POST", "/collections/{name}/snapshots", idempotent=False)
+LIST_SNAPSHOTS = Route("GET", "/collections/{name}/snapshots")
+# A download that broke is started over from its first byte.
+DOWNLOAD_SNAPSHOT = Route("GET", "/collections/{name}/snapshots/{snapshot}")
+# 404 the second time, although the first one worked.
+DELETE_SNAPSHOT = Route("DELETE", "/collections/{name}/snapshots/{snapshot}", idempotent=False)
+# Sent twice, the second restore into the same name is refused (409) although the first one worked.
+RESTORE_SNAPSHOT = Route("POST", "/collections/{name}/snapshots/{snapshot}/restore", idempotent=False)
+# Likewise an upload (a restore of the tar it sends).
+UPLOAD_SNAPSHOT = Route("POST", "/snapshots/upload", idempotent=False)
 
 ROUTES: tuple[Route, ...] = (
     HEALTHZ,
@@ -121,4 +147,10 @@ ROUTES: tuple[Route, ...] = (
     GET_ALIAS,
     PUT_ALIAS,
     DELETE_ALIAS,
+    CREATE_SNAPSHOT,
+    LIST_SNAPSHOTS,
+    DOWNLOAD_SNAPSHOT,
+    DELETE_SNAPSHOT,
+    RESTORE_SNAPSHOT,
+    UPLOAD_SNAPSHOT,
 )

@@ -1,8 +1,8 @@
 """`VelaClient`: the blocking client. `AsyncVelaClient` (async_client.py) has the same methods, awaited.
 
 This module holds the transport (`_send`, with retries), health, search and jobs (`wait_job`, and `_submit`, which
-the write methods go through); the document methods are in sync_documents.py, and those for collections,
-generations, models and aliases in sync_collections.py.
+the write methods go through); the document methods are in sync_documents.py, those for collections,
+generations, models and aliases in sync_collections.py, and snapshots (backup and restore) in sync_snapshots.py.
 """
 
 from __future__ import annotations
@@ -24,12 +24,14 @@ from vela_client.retry import RetryPolicy, retry_delay
 from vela_client.routes import Call
 from vela_client.sync_collections import SyncCollectionsMixin
 from vela_client.sync_documents import SyncDocumentsMixin
+from vela_client.sync_snapshots import SyncSnapshotsMixin
+from vela_client.transfers import file_chunks
 from vela_client.waiting import JobRef, JobWatch, ProgressCallback, check_wait_options, finished, job_id_of
 
 T = TypeVar("T")
 
 
-class VelaClient(SyncDocumentsMixin, SyncCollectionsMixin):
+class VelaClient(SyncDocumentsMixin, SyncCollectionsMixin, SyncSnapshotsMixin):
     """A Vela API client over one `httpx.Client` (a connection pool: share one client, and close it).
 
     `base_url` and `api_key` default to VELA_URL and VELA_API_KEY. `retry` governs 503 answers and connection
@@ -65,11 +67,33 @@ class VelaClient(SyncDocumentsMixin, SyncCollectionsMixin):
     ) -> None:
         self.close()
 
+    def _request(self, call: Call[T]) -> httpx.Response:
+        """One try of `call`: its answer read whole, or for a download, its body written to the target as it comes
+        (a try after a broken one starts the file over)."""
+        body = file_chunks(call.upload) if call.upload is not None else None
+        request = self._http.build_request(
+            call.route.method, call.path, json=call.json, params=call.params, content=body, headers=call.headers
+        )
+        response = self._http.send(request, stream=call.download is not None)
+        download = call.download
+        if download is None:
+            return response
+        try:
+            if not response.is_success:
+                response.read()  # an error's body, for its code and message
+                return response
+            download.begin()
+            for chunk in response.iter_bytes():
+                download.write(chunk)
+        finally:  # however the body ends, the connection goes back to the pool or away
+            response.close()
+        return response
+
     def _send(self, call: Call[T]) -> T:
         attempt = 1
         while True:
             try:
-                response = self._http.request(call.route.method, call.path, json=call.json, params=call.params)
+                response = self._request(call)
             except httpx.TransportError as exc:
                 delay = retry_delay(self.retry, call.route, attempt, error=exc)
                 if delay is None:

@@ -10,7 +10,7 @@ from pydantic import BaseModel
 from vela_client import AsyncVelaClient, VelaClient, models
 from vela_client.calls import SearchOptions
 
-from service import document_schemas, reindex_schemas, schemas, search_schemas
+from service import document_schemas, reindex_schemas, schemas, search_requests, search_schemas, snapshot_schemas
 
 
 def _fields(model: type[BaseModel]) -> set[str]:
@@ -18,7 +18,7 @@ def _fields(model: type[BaseModel]) -> set[str]:
 
 
 def test_every_search_option_is_a_client_keyword() -> None:
-    assert _fields(schemas.SearchOptions) - {"collection"} == set(SearchOptions.__annotations__)
+    assert _fields(search_requests.SearchOptions) - {"collection"} == set(SearchOptions.__annotations__)
 
 
 @pytest.mark.parametrize(
@@ -35,9 +35,10 @@ def test_every_search_option_is_a_client_keyword() -> None:
         (models.BatchSearchResponse, search_schemas.BatchSearchResponse),
         (models.StoredDocument, document_schemas.StoredDocumentOut),
         (models.DocumentPage, document_schemas.ScrollResponse),
-        (models.Rerank, schemas.RerankOptions),
-        (models.Fusion, schemas.FusionOptions),
+        (models.Rerank, search_requests.RerankOptions),
+        (models.Fusion, search_requests.FusionOptions),
         (models.Document, schemas.Document),
+        (models.Snapshot, snapshot_schemas.SnapshotOut),
     ],
 )
 def test_client_models_have_every_server_field(client: type[BaseModel], server: type[BaseModel]) -> None:
