@@ -10,6 +10,12 @@ In the collection's directory `<data dir>/collections/<name>/`:
 The pointer file is replaced atomically under `.generations.lock`, and it is the one commit point of a promotion
 or a rollback: every process serves what it names (the background reader follows it, writers check it after they
 take their lock), so a search sees the old generation or the new one, never a mix and never an error.
+
+A generation is deleted only once the pointer no longer names it: the rollback target when a promotion replaces
+it (after the new pointer is written), a building one when its reindex is refused, cancelled or replaced. So at
+most three are on disk while a reindex builds or its generation waits for promotion (serving, rollback target,
+new), two otherwise; a crash between a pointer's replacement and a deletion leaves an unnamed directory, which
+`drop_unnamed` (after the next switch) or `clean` (at start-up) removes.
 """
 
 from __future__ import annotations
@@ -164,13 +170,24 @@ def drop(root: Path, gen: int) -> None:
             entry.unlink(missing_ok=True)
 
 
+def drop_unnamed(root: Path) -> list[int]:
+    """Delete every generation on disk that the pointer does not name (the caller holds `lock(root)`: a directory
+    is named in the same hold that creates it, so under the lock one that is not named is done with). Returns them."""
+    kept = read_pointer(root).kept()
+    gone = [gen for gen in on_disk(root) if gen not in kept]
+    for gen in gone:
+        drop(root, gen)
+    return gone
+
+
 def _has_gen0_data(root: Path) -> bool:
     return any(e.name not in KEEP for e in root.iterdir())
 
 
 def clean(root: Path, job_alive: Callable[[str], bool]) -> list[str]:
     """Remove what no pointer names: generations of a reindex that failed, was cancelled or whose job is gone,
-    half-built or half-deleted directories a crash left, generation 0's data once it is neither current nor kept.
+    half-built or half-deleted directories a crash left, a rollback target a promotion replaced when a crash came
+    before its deletion, generation 0's data once it is neither current nor kept.
     A generation whose reindex job is still unfinished stays: that job resumes and completes it. Returns what went."""
     removed: list[str] = []
     with lock(root):

@@ -1,9 +1,14 @@
-"""The jobs that build and switch generations (indexing/generations.py): reindex, promote, rollback.
+"""The job that builds a generation (indexing/generations.py): reindex; promote and rollback, the jobs that only
+switch, are in indexing/gen_switch.py, and run_generation_job runs all three.
 
 A reindex makes a new generation from the serving one's stored documents with another embedder, while the
 serving one keeps taking searches and writes; it catches up with those writes (indexing/gen_sync.py), scores both
 on a judged set when a gate is asked for, and switches (or waits for POST /promote). The switch itself holds the
 serving generation's writer lock, so no write lands between the last catch-up and the pointer's replacement.
+
+Until that switch a reindex changes nothing but the generation it builds: the serving generation and the one kept
+for rollback stay as they are, so a refused gate, a failure or a cancel leaves both (the switch, not the reindex,
+retires the old rollback target). Three generations at most are on disk while a reindex runs, two otherwise.
 
 Every step is safe to run again: a job killed anywhere resumes from what the pointer and the doc stores hold."""
 
@@ -21,10 +26,10 @@ from indexing.chunking import ChunkingParams
 from indexing.collection import Collection, CollectionNotFound
 from indexing.fusion_choice import refresh_choice
 from indexing.gate import judged_set, ndcg_at_10
+from indexing.gen_switch import promote, retire, rollback, root_and_serving, switch, vector_reuse
 from indexing.gen_sync import sync
 from indexing.jobs import TERMINAL, JobKind, JobNotFound, JobStatus, JobStore
 from indexing.store import CollectionStore
-from indexing.vector_reuse import VectorReuse
 from models import EmbedderCache
 
 log = logging.getLogger("vela.reindex")
@@ -68,7 +73,7 @@ def run_generation_job(
 ) -> JobStatus:
     job = jobs.get(job_id)
     spec = jobs.payload(job_id)[0]
-    runner = {JobKind.REINDEX: _reindex, JobKind.PROMOTE: _promote, JobKind.ROLLBACK: _rollback}[job.kind]
+    runner = {JobKind.REINDEX: _reindex, JobKind.PROMOTE: promote, JobKind.ROLLBACK: rollback}[job.kind]
     try:
         result = runner(job_id, spec, jobs, collections, embedders, on_progress)
     except JobCancelled:
@@ -84,11 +89,6 @@ def run_generation_job(
     return JobStatus.SUCCEEDED
 
 
-def _root(collections: CollectionStore, name: str) -> tuple[Path, Collection]:
-    coll = collections.get(name)
-    return collections.root / coll.name, coll
-
-
 def _reindex(
     job_id: str,
     spec: dict[str, Any],
@@ -97,10 +97,13 @@ def _reindex(
     embedders: EmbedderCache,
     on_progress: Callable[[int, int], None] | None,
 ) -> dict[str, Any]:
-    root, source = _root(collections, spec["collection"])
+    root, source = root_and_serving(collections, spec["collection"])
     pointer = gens.read_pointer(root)
-    if pointer.switched_by == job_id or (pointer.ready and pointer.job == job_id):
-        return jobs.get(job_id).result or {"generation": pointer.current}  # it was done before a crash
+    if pointer.switched_by == job_id:  # switched before a crash, which may have come before the old target went
+        retire(root)
+        return jobs.get(job_id).result or {"generation": pointer.current}
+    if pointer.ready and pointer.job == job_id:  # built before a crash: it waits for POST /promote
+        return jobs.get(job_id).result or {"generation": pointer.current}
     embedder = embedders.get(spec["embedder"])
     target = _begin(root, source, spec, job_id, embedder.dim, alive=job_alive(jobs))
     gen = gens.generation_of(target)
@@ -113,7 +116,7 @@ def _reindex(
         if on_progress is not None:
             on_progress(done, total)
 
-    reuse = _vector_reuse(embedders, source, bool(spec.get("reencode")))
+    reuse = vector_reuse(embedders, source, bool(spec.get("reencode")))
     t0 = time.monotonic()
     documents = {"embedded": 0, "copied": 0}  # encoded by the new embedder, or stored with the source's vectors
     for attempt in range(1 + CATCH_UP_PASSES):
@@ -160,26 +163,28 @@ def _reindex(
             gens.write_pointer(root, replace(gens.read_pointer(root), ready=True))
         result["promoted"] = False
         return result
-    _switch(collections, root, source, target, embedder, job_id, rollback=False, reuse=reuse)
+    switch(collections, root, source, target, embedder, job_id, rollback=False, reuse=reuse)
     result["promoted"] = True
     return result
 
 
 def _begin(root: Path, source: Collection, spec: dict[str, Any], job_id: str, dim: int, *, alive: Any) -> Collection:
-    """The generation this job builds: the one the pointer names for it (a resumed job), else a new one. The
-    previous generation goes first (it was kept until this reindex), so at most two are on disk."""
+    """The generation this job builds: the one the pointer names for it (a resumed job), else a new one, which
+    replaces a finished one that waits for promotion or one an earlier reindex left. The serving generation and
+    the one kept for rollback stay: only a switch retires the rollback target (indexing/gen_switch.py), so a
+    reindex that never switches costs neither, and at most three generations are on disk while it runs."""
     with gens.lock(root):
         pointer = gens.read_pointer(root)
         if pointer.building is not None and pointer.job == job_id:
             return gens.open_generation(root, pointer.building)
         if pointer.building is not None and pointer.job and alive(pointer.job) and not pointer.ready:
             raise RuntimeError(f"collection {source.name!r} is being reindexed by job {pointer.job}")
-        stale = [g for g in (pointer.building, pointer.previous) if g is not None and g != pointer.current]
-        if stale:  # an unpromoted or abandoned one, and the one kept for rollback: named no more, then deleted
-            pointer = replace(pointer, building=None, previous=None, ready=False)
+        stale = pointer.building
+        if stale is not None:  # an unpromoted or abandoned one: named no more, then deleted
+            pointer = replace(pointer, building=None, job=None, ready=False)
             gens.write_pointer(root, pointer)
-            for old in stale:
-                gens.drop(root, old)
+            if stale not in pointer.kept():
+                gens.drop(root, stale)
         chunking = ChunkingParams(**spec["chunking"]) if spec.get("chunking") else source.settings.chunking
         settings = replace(
             source.settings, embedder=spec["embedder"], dim=dim, chunking=chunking, created_at=time.time()
@@ -204,6 +209,8 @@ def _choose_fusion(collections: CollectionStore, source: Collection, target: Col
 
 
 def _abandon(root: Path, gen: int) -> None:
+    """A refused or cancelled reindex: the generation it built is named no more and deleted; the serving one and
+    the one kept for rollback stay as they were."""
     if not root.exists():
         return  # the collection was deleted, every generation with it
     with gens.lock(root):
@@ -237,81 +244,6 @@ def _gate(
         "tolerance": tolerance,
         "passed": new >= old - tolerance,
     }
-
-
-def _vector_reuse(embedders: EmbedderCache, source: Collection, reencode: bool) -> VectorReuse | None:
-    """How a reindex from `source` may copy document vectors; None (every document encoded) when it was asked to
-    re-encode, or when the embedder the source was encoded with can no longer be loaded (a removed model)."""
-    if reencode:
-        return None
-    try:
-        return VectorReuse(embedders.get(source.settings.embedder))
-    except Exception as e:  # noqa: BLE001 - a copy is an optimisation: never the reason a reindex fails
-        log.warning("current embedder not loadable: every document is encoded", extra={"error": str(e)})
-        return None
-
-
-def _switch(
-    collections: CollectionStore,
-    root: Path,
-    source: Collection,
-    target: Collection,
-    embedder: Any,
-    job_id: str,
-    *,
-    rollback: bool,
-    reuse: VectorReuse | None = None,
-) -> None:
-    """Make `target` the generation searches read, `source` the one kept. Under the generations lock and both
-    writer locks (source, then target: one order everywhere), the last writes are caught up, the target is
-    published, and the pointer is replaced: the one commit point, after which every process follows."""
-
-    with gens.lock(root), source.writer(), target.writer():
-        pointer = gens.read_pointer(root)
-        if pointer.current != gens.generation_of(source):
-            raise RuntimeError("the serving generation changed before the switch: run it again")
-        sync(source, target, embedder, reuse=reuse)
-        old, new = gens.generation_of(source), gens.generation_of(target)
-        if rollback:
-            pointer = replace(pointer, current=new, previous=old, switched_by=job_id)
-        else:
-            pointer = replace(pointer, current=new, previous=old, building=None, job=None, ready=False)
-            pointer = replace(pointer, switched_by=job_id)
-        gens.write_pointer(root, pointer)
-    collections.follow(source)  # this process switches now (others at their reader's next tick)
-
-
-def _switch_job(rollback: bool) -> Callable[..., dict[str, Any]]:
-    """A promote (rollback False: to the finished generation) or rollback (to the previous one) job's runner."""
-
-    def run(
-        job_id: str,
-        spec: dict[str, Any],
-        jobs: JobStore,
-        collections: CollectionStore,
-        embedders: EmbedderCache,
-        on_progress: Callable[[int, int], None] | None,
-    ) -> dict[str, Any]:
-        root, source = _root(collections, spec["collection"])
-        pointer = gens.read_pointer(root)
-        if pointer.switched_by == job_id:  # a resumed job whose switch had happened
-            return {"generation": pointer.current, "previous": pointer.previous}
-        if rollback and pointer.previous is None:
-            raise RuntimeError(f"collection {source.name!r} keeps no previous generation to roll back to")
-        if not rollback and (pointer.building is None or not pointer.ready):
-            raise RuntimeError(f"collection {source.name!r} has no finished generation waiting for promotion")
-        target = gens.open_generation(root, pointer.previous if rollback else pointer.building)  # type: ignore[arg-type]
-        embedder = embedders.get(target.settings.embedder)
-        reencode = not rollback and pointer.reencode  # the reindex that built it asked to encode everything
-        reuse = _vector_reuse(embedders, source, reencode)
-        _switch(collections, root, source, target, embedder, job_id, rollback=rollback, reuse=reuse)
-        return {"generation": gens.generation_of(target), "previous": gens.generation_of(source)}
-
-    return run
-
-
-_promote = _switch_job(rollback=False)
-_rollback = _switch_job(rollback=True)
 
 
 __all__ = ["CollectionNotFound", "clean_all", "run_generation_job"]

@@ -124,7 +124,7 @@ class AsyncCollectionsMixin(AsyncBase):
         on_progress: AsyncProgressCallback | None = None,
         timeout: float | None = None,
     ) -> JobAccepted | Job:
-        """Switch searches back to the previous generation (kept until the next reindex); Conflict when none."""
+        """Switch searches back to the previous generation (kept until a promotion replaces it); Conflict when none."""
         return await self._submit(calls.rollback(collection), wait, on_progress, timeout)
 
     # Models and aliases

@@ -97,7 +97,7 @@ def test_reindex_promotes_a_new_generation_and_rollback_restores_the_old(
     assert _job(env, JobKind.ROLLBACK, [{"collection": "c"}]) == JobStatus.SUCCEEDED
     assert store.get("c").root == root and store.get("c").settings.embedder == str(tiny_embedder_dir)
     assert np.array_equal(_dense_vectors(env), before)
-    # And forward again; a second reindex drops the kept generation first: never more than two on disk.
+    # And forward again; a second reindex's switch drops the generation it replaces as rollback target.
     assert _job(env, JobKind.ROLLBACK, [{"collection": "c"}]) == JobStatus.SUCCEEDED
     assert gens.generation_of(store.get("c")) == 1
     _reindex(env, tiny_embedder_dir)

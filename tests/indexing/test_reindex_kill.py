@@ -1,5 +1,8 @@
 """SIGKILL the process that runs a reindex partway: the serving generation keeps answering, the job resumes after
-a restart and completes, and afterwards no orphaned file is left and at most two generations are on disk."""
+a restart and completes, and afterwards no orphaned file is left and at most two generations are on disk (three
+while the reindex runs: serving, rollback target, building). A kill between a promotion's new pointer and the
+deletion of the rollback target it replaced leaves that target's directory, unnamed, for start-up cleaning or the
+resumed job to remove."""
 
 from __future__ import annotations
 
@@ -105,3 +108,97 @@ def test_sigkill_partway_then_resume(tmp_path: Path, request: pytest.FixtureRequ
     clean_all(store, jobs)
     assert gens.on_disk(root) == [0, 1]  # the new one and the one kept for rollback: two at most
     assert sorted(p.name for p in (root / "generations").iterdir()) == ["1"]  # no half-built or trashed leftovers
+
+
+def _reindexed_once(tmp_path: Path, model: Path) -> tuple[Path, CollectionStore, JobStore, Path]:
+    """A collection ingested with `model` (generation 0) and reindexed in-process to another model (generation 1):
+    it serves generation 1 and keeps 0 for rollback. Returns the data directory, store, jobs, and a third model."""
+    data = tmp_path / "data"
+    store, jobs, embedders = CollectionStore(data), JobStore(data / "jobs.sqlite3"), EmbedderCache()
+    dim = embedders.get(str(model)).dim
+    store.create(CollectionSettings(name="c", embedder=str(model), dim=dim, chunking=ChunkingParams(32, 8)))
+    job = jobs.create(collection="c", kind=JobKind.UPSERT, payload=DOCS)
+    assert run_job(job_id=job.id, jobs=jobs, collections=store, embedders=embedders) == JobStatus.SUCCEEDED
+    spec = {"collection": "c", "embedder": str(save_tiny_bert(tmp_path / "two")), "embedder_name": "two"}
+    job = jobs.create(collection="c", kind=JobKind.REINDEX, payload=[spec])
+    assert run_job(job_id=job.id, jobs=jobs, collections=store, embedders=embedders) == JobStatus.SUCCEEDED
+    root = data / "collections" / "c"
+    pointer = gens.read_pointer(root)
+    assert (pointer.current, pointer.previous) == (1, 0) and gens.on_disk(root) == [0, 1]
+    return data, store, jobs, save_tiny_bert(tmp_path / "three")
+
+
+def _reindex_job(jobs: JobStore, model: Path) -> str:
+    spec = {"collection": "c", "embedder": str(model), "embedder_name": "three"}
+    return str(jobs.create(collection="c", kind=JobKind.REINDEX, payload=[spec]).id)
+
+
+def _rolls_back_to(data: Path, jobs: JobStore, gen: int) -> None:
+    store = CollectionStore(data)
+    job = jobs.create(collection="c", kind=JobKind.ROLLBACK, payload=[{"collection": "c"}])
+    assert run_job(job_id=job.id, jobs=jobs, collections=store, embedders=EmbedderCache()) == JobStatus.SUCCEEDED
+    assert gens.generation_of(store.get("c")) == gen
+
+
+def test_sigkill_partway_through_a_second_reindex_keeps_the_rollback_target(
+    tmp_path: Path, tiny_embedder_dir: Path
+) -> None:
+    data, store, jobs, three = _reindexed_once(tmp_path, tiny_embedder_dir)
+    root = data / "collections" / "c"
+    serving = _hits(store)
+    job_id = _reindex_job(jobs, three)
+    proc = _runner(data, job_id, "--slow")
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    deadline = time.time() + 60
+    while jobs.get(job_id).done < 40:
+        assert time.time() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(30)
+    pointer = gens.read_pointer(root)
+    assert (pointer.current, pointer.previous, pointer.building) == (1, 0, 2)
+    assert gens.on_disk(root) == [0, 1, 2]  # serving, rollback target, building: three during a reindex
+
+    store = CollectionStore(data)  # a restart: cleaning keeps all three (the reindex is unfinished)
+    assert _hits(store) == serving
+    clean_all(store, jobs)
+    assert gens.on_disk(root) == [0, 1, 2]
+    proc = _runner(data, job_id)
+    assert proc.wait(120) == 0
+    assert proc.stdout is not None and proc.stdout.read().split()[-1] == "succeeded"
+    assert jobs.get(job_id).attempts == 2
+    pointer = gens.read_pointer(root)
+    assert (pointer.current, pointer.previous, pointer.building) == (2, 1, None)
+    assert gens.on_disk(root) == [1, 2]  # the switch retired generation 0: two again
+    assert sorted(p.name for p in (root / "generations").iterdir()) == ["1", "2"]
+    _rolls_back_to(data, jobs, 1)
+
+
+@pytest.mark.parametrize("cleaned_by", ["start-up cleaning", "the resumed job"])
+def test_a_kill_between_the_switch_and_the_deletion_leaves_only_an_unnamed_directory(
+    tmp_path: Path, tiny_embedder_dir: Path, cleaned_by: str
+) -> None:
+    data, _, jobs, three = _reindexed_once(tmp_path, tiny_embedder_dir)
+    root = data / "collections" / "c"
+    job_id = _reindex_job(jobs, three)
+    proc = _runner(data, job_id, "--die-before-retire")
+    assert proc.wait(120) == 137  # killed right after the new pointer was written
+    pointer = gens.read_pointer(root)
+    assert (pointer.current, pointer.previous, pointer.switched_by) == (2, 1, job_id)
+    assert gens.on_disk(root) == [0, 1, 2]  # generation 0 is named no more, but still on disk
+    assert jobs.get(job_id).status == JobStatus.RUNNING
+    store = CollectionStore(data)
+    assert gens.generation_of(store.get("c")) == 2  # the switch is committed: the new generation serves
+
+    if cleaned_by == "start-up cleaning":
+        clean_all(store, jobs)
+        assert gens.on_disk(root) == [1, 2]
+    proc = _runner(data, job_id)  # the job runs again, sees its switch done, and only reports success
+    assert proc.wait(120) == 0
+    assert proc.stdout is not None and proc.stdout.read().split()[-1] == "succeeded"
+    done = jobs.get(job_id)
+    assert done.status == JobStatus.SUCCEEDED and done.attempts == 2 and done.result == {"generation": 2}
+    assert gens.on_disk(root) == [1, 2]
+    assert sorted(p.name for p in (root / "generations").iterdir()) == ["1", "2"]
+    assert not any(e.name not in gens.KEEP for e in root.iterdir())  # nothing of generation 0 left
+    _rolls_back_to(data, jobs, 1)

@@ -1,6 +1,7 @@
 """POST /collections/{name}/reindex, promote and rollback over real HTTP: the serving generation keeps answering,
 writes made meanwhile reach the new one, rollback brings back the previous results exactly, a gate refuses a
-worse model with both figures, and a cancelled reindex leaves nothing behind."""
+worse model with both figures, and a refused or cancelled reindex leaves the serving generation and the rollback
+target as they were (POST rollback still works) and nothing else behind."""
 
 from __future__ import annotations
 
@@ -104,7 +105,9 @@ def test_manual_promotion_catches_up_with_writes_made_while_it_waited(app: tuple
     assert job["status"] == "succeeded" and job["result"]["promoted"] is False
     waiting = _generations(client)["building"]
     assert waiting["ready"] is True and waiting["embedder_name"] == "tiny2"
-    assert len(gens.on_disk(data / "collections" / "c")) == 2  # the kept one went when this reindex began
+    # Serving, the rollback target and the one waiting: three while a reindex's generation waits for promotion.
+    kept = _generations(client)
+    assert kept["previous"] is not None and len(gens.on_disk(data / "collections" / "c")) == 3
     r = client.post("/index", json={"collection": "c", "documents": [{"id": "new1", "text": "a volcano erupted"}]})
     assert wait_job(client, r.json()["job_id"])["status"] == "succeeded"
     assert wait_job(client, client.delete("/collections/c/documents/d5").json()["job_id"])["status"] == "succeeded"
@@ -112,6 +115,11 @@ def test_manual_promotion_catches_up_with_writes_made_while_it_waited(app: tuple
     assert promoted["status"] == "succeeded" and (promoted["done"], promoted["total"]) == (1, 1)
     gen = _generations(client)
     assert gen["current"]["generation"] == waiting["generation"] and gen["building"] is None
+    # The promotion retired the old rollback target: the one that served is kept now, two on disk.
+    assert gen["previous"]["generation"] == kept["current"]["generation"]
+    assert gens.on_disk(data / "collections" / "c") == sorted(
+        [gen["current"]["generation"], kept["current"]["generation"]]
+    )
     assert client.get("/collections/c/documents/new1").status_code == 200
     assert client.get("/collections/c/documents/d5").status_code == 404
     assert "new1" in [h for h, _ in _search(client, "a volcano erupted", mode="bm25")]
@@ -163,7 +171,7 @@ def test_cancel_leaves_the_serving_generation_and_nothing_else(app: tuple[httpx.
     client, data = app
     before = _generations(client)
     job_id = client.post("/collections/c/reindex", json={"embedder": "tiny2"}).json()["job_id"]
-    # Sent at once, while the first may still be queued: refused too (two would drop the generation kept).
+    # Sent at once, while the first may still be queued: refused too (one reindex of a collection at a time).
     again = client.post("/collections/c/reindex", json={"embedder": "tiny2"})
     assert again.status_code == 409 and job_id in again.json()["error"]["message"]
     while client.get(f"/jobs/{job_id}").json()["done"] < 8:
@@ -172,8 +180,11 @@ def test_cancel_leaves_the_serving_generation_and_nothing_else(app: tuple[httpx.
     assert client.delete(f"/jobs/{job_id}").status_code == 200
     assert wait_job(client, job_id)["status"] == "cancelled"
     after = _generations(client)
-    assert after["current"] == before["current"] and after["building"] is None
-    assert gens.on_disk(data / "collections" / "c") == sorted([before["current"]["generation"]])
+    assert before["previous"] is not None  # an earlier test promoted: there is a rollback target to keep
+    assert after["current"] == before["current"] and after["previous"] == before["previous"]
+    assert after["building"] is None
+    kept = sorted([before["current"]["generation"], before["previous"]["generation"]])
+    assert gens.on_disk(data / "collections" / "c") == kept  # the partial generation went, nothing else
     assert _search(client)  # still serving
 
 
@@ -183,14 +194,20 @@ def test_gate_refuses_a_worse_embedder_with_both_figures(app: tuple[httpx.Client
     qrels = {}
     for qid, text in QUERIES.items():
         qrels[qid] = {_search(client, text)[0][0]: 1}
-    serving = _generations(client)["current"]
+    before = _generations(client)
+    assert before["previous"] is not None  # an earlier test promoted: there is a rollback target to keep
     inline = {"queries": QUERIES, "qrels": qrels, "mode": "dense", "tolerance": 0.01}
     job = _post(client, "/collections/c/reindex", {"embedder": "tiny2", "gate": inline})
     assert job["status"] == "failed" and "gate refused" in job["error"], job
     gate = job["result"]["gate"]
     assert gate["old"] == 1.0 and gate["new"] < gate["old"] - 0.01 and gate["passed"] is False
     assert gate["metric"] == "ndcg@10" and gate["mode"] == "dense" and gate["queries"] == len(QUERIES)
-    assert _generations(client)["current"] == serving
+    # Nothing switched, so nothing changed: the same generation serves and the same one is kept for rollback.
+    assert _generations(client) == before
+    assert _post(client, "/collections/c/rollback")["status"] == "succeeded"
+    assert _generations(client)["current"] == before["previous"]
+    assert _post(client, "/collections/c/rollback")["status"] == "succeeded"  # and forward again
+    assert _generations(client)["current"] == before["current"]
     # The same set as a registered dataset, named; a name that is not registered is one fixed 422.
     folder = data / "datasets" / "judged"
     (folder / "qrels").mkdir(parents=True)

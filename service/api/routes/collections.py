@@ -111,7 +111,7 @@ def promote_collection(name: str, state: State, request: Request) -> JobAccepted
     "/{name}/rollback", status_code=status.HTTP_202_ACCEPTED, response_model=JobAccepted, responses=SWITCH_ERRORS
 )
 def rollback_collection(name: str, state: State, request: Request) -> JobAccepted:
-    """Switch searches back to the previous generation (kept until the next reindex), after it catches up with
+    """Switch searches back to the previous generation (kept until a promotion replaces it), after it catches up with
     the writes made since the promotion."""
     return _switch(name, state, request, JobKind.ROLLBACK)
 
