@@ -116,5 +116,5 @@ def test_the_benchmark_compares_both_ways_and_finds_them_equal(tmp_path: Path) -
     assert result["all_equal"] and set(result["shapes"]) == {"spread", "clustered"}
     for shape in result["shapes"].values():
         assert shape["bytes_ratio"] > 1 and shape["now"]["bytes_read_per_call"] > 0
-        assert shape["time_ratio"] > 0
+        assert "time_ratio" in shape  # its value is a timing: the bench reports it, no test asserts it
     assert result["command"] and result["machine"]["cpu"]["model"]
