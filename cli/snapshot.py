@@ -126,7 +126,7 @@ def _follow(client: VelaClient, accepted: JobAccepted, args: argparse.Namespace,
         return 0
     from tqdm import tqdm
 
-    with tqdm(desc=what, unit="doc") as bar:
+    with tqdm(desc=what, unit="doc", delay=1.0) as bar:  # no bar for a job done within a second
 
         def advance(job: Job) -> None:
             bar.total = job.total
