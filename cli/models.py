@@ -1,7 +1,8 @@
 """`vela models add|list|remove|add-eval`, and `vela train ... --register NAME`: the model registry from the shell.
 
-The registry is VELA_MODELS_DIR, else `<VELA_DATA_DIR or .vela>/models`, the folder the API serves names from.
-argparse only at import: the registry (and with it torch) is imported when a command runs.
+The registry is --models-dir, else VELA_MODELS_DIR, else `<data dir>/models` (--data-dir, else VELA_DATA_DIR, else
+.vela): the folder the API serves names from, found the way the API finds it. argparse only at import: the registry
+(and with it torch) is imported when a command runs.
 """
 
 from __future__ import annotations
@@ -15,41 +16,56 @@ from pathlib import Path
 from typing import Any
 
 
-def models_dir(given: str | None = None) -> Path:
+def data_dir(given: str | None = None) -> Path:
+    return Path(given or os.environ.get("VELA_DATA_DIR") or ".vela")
+
+
+def models_dir(given: str | None = None, *, data: str | None = None) -> Path:
+    """The registry: `given`, else VELA_MODELS_DIR, else `<data dir>/models` (`data`, else VELA_DATA_DIR or .vela),
+    as the API's settings pick it (a server and `vela models` on one data directory see one registry)."""
     if given:
         return Path(given)
     if os.environ.get("VELA_MODELS_DIR"):
         return Path(os.environ["VELA_MODELS_DIR"])
-    return Path(os.environ.get("VELA_DATA_DIR") or ".vela") / "models"
+    return data_dir(data) / "models"
 
 
 def add_parser(sub: Any) -> None:
     """The `models` subcommand and its own subcommands, on `vela`'s subparsers."""
     models = sub.add_parser("models", help="the model registry: the names requests may use (VELA_MODELS_DIR)")
-    models.add_argument("--models-dir", default=None, help="default VELA_MODELS_DIR, else <data dir>/models")
+    _add_dir_flags(models, default=None)
+    # The same flags after the subcommand too (`vela models remove m --data-dir D`, as `vela reindex` takes it);
+    # there they default to "not given", so that they do not undo the ones given before it.
+    dirs = argparse.ArgumentParser(add_help=False)
+    _add_dir_flags(dirs, default=argparse.SUPPRESS)
     cmds = models.add_subparsers(dest="models_command", required=True)
-    add = cmds.add_parser("add", help="copy a model directory into the registry under NAME")
+    add = cmds.add_parser("add", parents=[dirs], help="copy a model directory into the registry under NAME")
     add.add_argument("name", help="1-64 letters, digits, '-', '_' or '.', not starting with '.'")
     add.add_argument("path", help="the model directory (e.g. a `vela train ... --out` folder)")
     add.set_defaults(func=_add)
-    ls = cmds.add_parser("list", help="every model: name, kind, dims, when added, where from")
+    ls = cmds.add_parser("list", parents=[dirs], help="every model: name, kind, dims, when added, where from")
     ls.add_argument("--json", action="store_true", help="the full entries as JSON (training args and evals too)")
     ls.set_defaults(func=_list)
-    rm = cmds.add_parser("remove", help="delete a model from the registry")
+    rm = cmds.add_parser("remove", parents=[dirs], help="delete a model from the registry")
     rm.add_argument("name")
     rm.add_argument("--force", action="store_true", help="even if a collection of the data directory uses it")
     rm.set_defaults(func=_remove)
-    ev = cmds.add_parser("add-eval", help="record an evaluation (e.g. `vela eval --json` output) for a model")
+    ev = cmds.add_parser("add-eval", parents=[dirs], help="record an evaluation (`vela eval --json`) for a model")
     ev.add_argument("name")
     ev.add_argument("file", help="a JSON object")
     ev.add_argument("--label", default=None, help="what to call it (default the file's name)")
     ev.set_defaults(func=_add_eval)
 
 
+def _add_dir_flags(parser: argparse.ArgumentParser, *, default: Any) -> None:
+    parser.add_argument("--data-dir", default=default, help="data directory (default VELA_DATA_DIR or ./.vela)")
+    parser.add_argument("--models-dir", default=default, help="default VELA_MODELS_DIR, else <data dir>/models")
+
+
 def _registry(args: argparse.Namespace) -> Any:
     from models.registry import ModelRegistry
 
-    return ModelRegistry(models_dir(args.models_dir))
+    return ModelRegistry(models_dir(args.models_dir, data=args.data_dir))
 
 
 def _fail(message: str) -> int:
@@ -82,17 +98,40 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
-def collections_using(data_dir: Path, model_dir: Path) -> list[str]:
-    """Collections of `data_dir` whose settings name `model_dir` as their embedder."""
-    out = []
-    for settings in sorted((data_dir / "collections").glob("*/collection.json")):
-        try:
-            embedder = json.loads(settings.read_text()).get("embedder")
-        except (OSError, ValueError, AttributeError):
-            continue
-        if embedder and Path(embedder) == model_dir:
-            out.append(settings.parent.name)
-    return out
+def collections_using(data: Path, model_dir: Path) -> list[str]:
+    """Collections of the data directory `data` with a generation that embeds with `model_dir`: the one searches
+    read, the one kept for rollback and the one being built (a rollback or a promotion makes either serve)."""
+    from indexing.generations import gen_root
+
+    target = model_dir.resolve()
+    root = data / "collections"
+    folders = sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+    return [f.name for f in folders if any(_embedder_of(gen_root(f, g)) == target for g in _kept_generations(f))]
+
+
+def _kept_generations(collection: Path) -> set[int]:
+    from indexing.generations import GEN_DIR, read_pointer
+
+    try:
+        return read_pointer(collection).kept()
+    except (OSError, ValueError, TypeError):
+        # A pointer that does not read names nothing for sure: every generation on disk may be one that serves.
+        gens = collection / GEN_DIR
+        return {0, *(int(p.name) for p in (gens.iterdir() if gens.is_dir() else ()) if p.name.isdigit())}
+
+
+def _embedder_of(generation: Path) -> Path | None:
+    """The model folder a generation's settings record, resolved (None for a built-in name or unreadable settings)."""
+    from indexing.collection_settings import SETTINGS_FILE
+    from models.registry import BUILTIN_NAMES
+
+    try:
+        embedder = json.loads((generation / SETTINGS_FILE).read_text()).get("embedder")
+        if not isinstance(embedder, str) or embedder in BUILTIN_NAMES:
+            return None
+        return Path(embedder).expanduser().resolve()
+    except (OSError, ValueError, AttributeError, RuntimeError):  # RuntimeError: a symlink loop
+        return None
 
 
 def _remove(args: argparse.Namespace) -> int:
@@ -100,15 +139,15 @@ def _remove(args: argparse.Namespace) -> int:
 
     registry = _registry(args)
     try:
-        path = registry.root / args.name
-        users = collections_using(Path(os.environ.get("VELA_DATA_DIR") or ".vela"), path)
+        path = registry.model_dir(args.name)
+        users = collections_using(data_dir(args.data_dir), path)
         if users and not args.force:
             return _fail(f"collections {users} use {args.name!r}: delete them first, or pass --force")
         registry.remove(args.name)
     except UnknownModel:
         return _fail(f"no registered model named {args.name!r}")
     except (InvalidModelName, InvalidModelDir) as exc:
-        return _fail(str(exc))
+        return _fail(f"{exc}; nothing removed")
     print(f"removed {args.name}")
     return 0
 
@@ -150,14 +189,16 @@ def take_register_flag(argv: Sequence[str]) -> tuple[list[str], str | None]:
     return rest, name
 
 
-def check_register_name(name: str) -> str | None:
-    """Why `name` cannot be registered (checked before training, not after it); None when it can."""
-    from models.registry import BUILTIN_NAMES, is_model_name
+def check_register_name(name: str, *, flag: str = "--register") -> str | None:
+    """Why `name` cannot be registered (checked before training, not after it); None when it can. `flag` is the
+    option that gave the name (`vela adapt` names its model with --out)."""
+    from models.registry import name_refusal
 
-    if not is_model_name(name) or name in BUILTIN_NAMES:
-        return f"--register: {name!r} is not a name a model can take (1-64 letters, digits, '-', '_', '.')"
+    refusal = name_refusal(name)
+    if refusal is not None:
+        return f"{flag}: {refusal}"
     if os.path.lexists(models_dir() / name):
-        return f"--register: a model named {name!r} is registered already"
+        return f"{flag}: a model named {name!r} is registered already"
     return None
 
 

@@ -24,11 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from models.loading import DEFAULT_ALIASES, ONNX_ALIASES, TORCH_ALIASES, packaged_minilm_dir
+from models.model_folder import RERANKER_MODEL_TYPE, InvalidModelDir, check_weights, dims_of, kind_of, read_config
 from velaio.files import file_lock, fsync_dir, fsync_tree, write_atomic
 
 KINDS = ("embedder", "reranker")
-# models.reranker.configuration_reranker.MODEL_TYPE, spelled here so that listing models needs no transformers.
-RERANKER_MODEL_TYPE = "vela_reranker"
 BUILTIN_NAME = DEFAULT_ALIASES[0]  # "default": the packaged all-MiniLM-L6-v2, served by VELA_ENCODER's choice
 # Its other names: DEFAULT_ALIASES (same form as `default`), then the names of its torch and its ONNX int8 form.
 BUILTIN_ALIASES = tuple(n for n in (*DEFAULT_ALIASES, *TORCH_ALIASES, *ONNX_ALIASES) if n != BUILTIN_NAME)
@@ -58,10 +57,6 @@ class ModelExists(ValueError):
     pass
 
 
-class InvalidModelDir(ValueError):
-    """A directory that is not a model Vela can serve: no config.json, or one that is not a JSON object."""
-
-
 class WrongModelKind(ValueError):
     """A registered model of the other kind (an embedder where a reranker is wanted, or the reverse)."""
 
@@ -70,42 +65,14 @@ def is_model_name(name: object) -> bool:
     return isinstance(name, str) and _NAME.fullmatch(name) is not None
 
 
-def read_config(root: Path) -> dict[str, Any]:
-    """A model directory's config.json as a dict; InvalidModelDir when it is missing, unreadable or not an object."""
-    try:
-        data = json.loads((root / "config.json").read_bytes())
-    except FileNotFoundError as exc:
-        raise InvalidModelDir("no config.json: not a Hugging Face model directory") from exc
-    except (OSError, ValueError) as exc:
-        raise InvalidModelDir(f"config.json does not parse as JSON ({type(exc).__name__})") from exc
-    if not isinstance(data, dict):
-        raise InvalidModelDir(f"config.json is a JSON {type(data).__name__}, not an object")
-    return data
-
-
-# What a folder must hold besides config.json to be loadable: weights, whole or sharded (an ONNX export's graph).
-WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.onnx", "*.safetensors.index.json", "*.bin.index.json")
-
-
-def check_weights(root: Path) -> None:
-    """InvalidModelDir unless the folder holds weights: registering one without would accept a model that fails
-    on its first use."""
-    if not any(next(root.glob(pattern), None) for pattern in WEIGHT_PATTERNS):
-        raise InvalidModelDir("no weights (model.safetensors, pytorch_model.bin or model.onnx): not a whole model")
-
-
-def kind_of(config: dict[str, Any]) -> str:
-    """As models.reranker tells them apart: a reranker's model_type is `vela_reranker`; anything else is an embedder
-    (models.loading's table picks its class)."""
-    return "reranker" if config.get("model_type") == RERANKER_MODEL_TYPE else "embedder"
-
-
-def dims_of(config: dict[str, Any]) -> int | None:
-    """An embedder's output dims: the hidden size of the encoder that makes the vectors (CDE: its second stage)."""
-    inner = {"vela_cde": "second_stage", "vela_moe": "encoder"}.get(str(config.get("model_type")))
-    source = config.get(inner) if inner else config
-    size = source.get("hidden_size") if isinstance(source, dict) else None
-    return size if isinstance(size, int) and not isinstance(size, bool) else None
+def name_refusal(name: object) -> str | None:
+    """Why `register` cannot take `name`, None when it can: one wording for `vela models add` and for the flags that
+    register a model after training (`--register`, `vela adapt --out`). A built-in name fits the rule: it is taken."""
+    if isinstance(name, str) and name in BUILTIN_NAMES:
+        return f"{name!r} is the built-in packaged model's name"
+    if not is_model_name(name):
+        return f"model names are 1-64 letters, digits, '-', '_' or '.', not starting with '.'; got {name!r}"
+    return None
 
 
 def _json_object(path: Path) -> dict[str, Any] | None:
@@ -240,26 +207,41 @@ class ModelRegistry:
             return []
 
     def entries(self) -> list[ModelEntry]:
-        """The built-in first, then every registered model that reads (a broken entry is left out, not fatal)."""
+        """The built-in first, then every registered model that is whole, as `register` judges a model folder (a
+        broken entry, or a folder without weights put there by hand, is left out, not fatal)."""
         out = [_builtin_entry()]
         for name in self.names():
             try:
-                out.append(self.get(name))
+                entry = self.get(name)
+                check_weights(self.root / name)
             except (UnknownModel, InvalidModelDir):
                 continue
+            out.append(entry)
         return out
+
+    def model_dir(self, name: str) -> Path:
+        """The folder of the registered model `name`, judged as `register` and `entries` judge one (a config.json
+        that is a JSON object, and weights). UnknownModel when there is no such folder (or it is a symlink),
+        InvalidModelName for a built-in name, InvalidModelDir for a folder that is not a model: the registry
+        folder may be shared with other things (a data directory's `collections/`, say), never a model's to take."""
+        if isinstance(name, str) and name in BUILTIN_NAMES:
+            raise InvalidModelName(f"{name!r} is built in and cannot be removed")
+        path = self._entry_dir(name)
+        try:
+            read_config(path)
+            check_weights(path)
+        except InvalidModelDir as exc:
+            raise InvalidModelDir(f"{name!r} is not a model ({exc}), so it is not listed") from None
+        return path
 
     # --- changes: the operator's (CLI), never a request's ----------------------------------------------------
     def register(self, name: str, source: str | os.PathLike[str]) -> ModelEntry:
         """Copy the model directory `source` in as `name`: into a temp folder beside the entries, fsynced, then
         renamed into place, so an entry is whole or absent. Symlinks in `source` are copied as the files they
         point at; checkpoints, `runs/` and hidden files are left behind."""
-        if not is_model_name(name):
-            raise InvalidModelName(
-                f"model names are 1-64 letters, digits, '-', '_' or '.', not starting with '.'; got {name!r}"
-            )
-        if name in BUILTIN_NAMES:
-            raise ModelExists(f"{name!r} is the built-in packaged model's name")
+        refusal = name_refusal(name)
+        if refusal is not None:
+            raise (ModelExists if name in BUILTIN_NAMES else InvalidModelName)(refusal)
         src = Path(source).expanduser()
         if not src.is_dir():
             raise InvalidModelDir(f"{str(source)!r} is not a directory")
@@ -284,20 +266,15 @@ class ModelRegistry:
         return self.get(name)
 
     def remove(self, name: str) -> None:
-        """Take `name` out of the registry: renamed aside first (gone at once), then its files deleted."""
-        if isinstance(name, str) and name in BUILTIN_NAMES:
-            raise InvalidModelName(f"{name!r} is built in and cannot be removed")
+        """Take the model `name` out of the registry: renamed aside first (gone at once), then its files deleted.
+        Only a model is removed (`model_dir`'s errors otherwise, and nothing is touched)."""
+        self.model_dir(name)  # before the lock: a missing registry folder is not created to refuse a name
         with file_lock(self.root / LOCK_FILE):
-            path = self.root / name if is_model_name(name) else None
-            if path is None or not os.path.lexists(path):
-                raise UnknownModel()
+            path = self.model_dir(name)  # again under the lock: what is renamed is what was judged
             trash = self.root / f".removed-{uuid.uuid4().hex}"
             os.rename(path, trash)
             fsync_dir(self.root)
-        if os.path.islink(trash):
-            trash.unlink()
-        else:
-            shutil.rmtree(trash, ignore_errors=True)
+        shutil.rmtree(trash, ignore_errors=True)
 
     def add_eval(self, name: str, result: Any, *, label: str) -> str:
         """Record an evaluation result (a JSON object, e.g. `vela eval --json` output) for a registered model; the
@@ -327,6 +304,7 @@ __all__ = [
     "BUILTIN_NAME",
     "BUILTIN_NAMES",
     "KINDS",
+    "RERANKER_MODEL_TYPE",
     "InvalidModelDir",
     "InvalidModelName",
     "ModelEntry",
@@ -334,8 +312,10 @@ __all__ = [
     "ModelRegistry",
     "UnknownModel",
     "WrongModelKind",
+    "check_weights",
     "dims_of",
     "is_model_name",
     "kind_of",
+    "name_refusal",
     "read_config",
 ]

@@ -1,0 +1,38 @@
+"""The registry judges a folder alike wherever it meets one: `register` takes, `entries` (GET /models, `vela models
+list`) lists and `remove` deletes only a whole model (a config.json that is an object, and weights)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from models.registry import BUILTIN_NAME, InvalidModelDir, ModelExists, ModelRegistry, UnknownModel, name_refusal
+
+
+def test_remove_touches_nothing_but_a_model(tmp_path: Path, tiny_embedder_dir: Path) -> None:
+    reg = ModelRegistry(tmp_path / "shared")
+    reg.register("tiny", tiny_embedder_dir)
+    (reg.root / "collections" / "c").mkdir(parents=True)
+    (reg.root / "hollow").mkdir()
+    (reg.root / "hollow" / "config.json").write_text(json.dumps({"model_type": "bert"}))
+    with pytest.raises(InvalidModelDir, match="'collections' is not a model"):
+        reg.remove("collections")
+    with pytest.raises(InvalidModelDir, match="no weights"):
+        reg.remove("hollow")
+    assert (reg.root / "collections" / "c").is_dir() and (reg.root / "hollow" / "config.json").is_file()
+    assert [e.name for e in reg.entries()] == [BUILTIN_NAME, "tiny"]
+    reg.remove("tiny")
+    assert reg.names() == ["collections", "hollow"]
+    with pytest.raises(UnknownModel):
+        ModelRegistry(tmp_path / "absent").remove("tiny")
+    assert not (tmp_path / "absent").exists()
+
+
+def test_a_built_in_name_is_taken_not_malformed(tmp_path: Path, tiny_embedder_dir: Path) -> None:
+    assert name_refusal("default") == "'default' is the built-in packaged model's name"
+    assert name_refusal("sentence-transformers/all-MiniLM-L6-v2") is not None
+    assert "1-64 letters" in (name_refusal("a/b") or "") and name_refusal("ok.v2") is None
+    with pytest.raises(ModelExists, match="built-in"):
+        ModelRegistry(tmp_path / "models").register("sentence-transformers/all-MiniLM-L6-v2", tiny_embedder_dir)
