@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -15,38 +14,48 @@ from indexing.jobs import JobKind
 from indexing.merger import wait_background
 from service.rerank import Reranking
 from service.search import search_batch
-from velaio.beir import read_corpus
 from velaio.measures import ranked_scores
 
 INGEST_CHUNK = 5000  # documents per job: bounded job payloads, progress per batch
+SCAN_PAGE = 5000  # stored ids read per query when looking for those no longer in the corpus
 QUERY_BATCH = 64
 DEPTH = 100  # hits per query: the deepest measure's cut (R@100), and the run files' depth
 
 
-def ingest_dataset(state: Any, name: str, data: Path, *, batch_size: int) -> None:
-    """Every document of `data` into collection `name`, through the product's own ingest jobs."""
-    docs = list(read_corpus(data))
-    with tqdm(total=len(docs), desc=f"ingest {data.name}", unit="doc") as bar:
+def ingest_dataset(state: Any, name: str, docs: list[dict[str, Any]], *, label: str, batch_size: int) -> int:
+    """Make collection `name` mirror `docs` through the product's own jobs: stored ids no longer among them are
+    deleted, then every document is upserted (content hashes skip the unchanged ones, so a re-run on the same
+    workdir embeds only what changed). Returns how many stored documents were deleted."""
+    wanted = {d["id"] for d in docs}
+    coll = state.collections.get(name)
+    stale = [doc_id for doc_id, _ in coll.scan_metadata(None, SCAN_PAGE) if doc_id not in wanted]
+    if stale:  # a document removed from the corpus would still be found, and counted, otherwise
+        _run_to_end(state, state.jobs.create(collection=name, kind=JobKind.DELETE, payload=stale).id, batch_size)
+    with tqdm(total=len(docs), desc=f"ingest {label}", unit="doc") as bar:
         for start in range(0, len(docs), INGEST_CHUNK):
-            part = docs[start : start + INGEST_CHUNK]
-            job = state.jobs.create(collection=name, kind=JobKind.UPSERT, payload=part)
+            job = state.jobs.create(collection=name, kind=JobKind.UPSERT, payload=docs[start : start + INGEST_CHUNK])
             base = bar.n
 
             def advance(done: int, _total: int, base: int = base) -> None:
                 bar.update(base + done - bar.n)
 
-            run_job(
-                job_id=job.id,
-                jobs=state.jobs,
-                collections=state.collections,
-                embedders=state.embedders,
-                batch_size=batch_size,
-                on_progress=advance,
-            )
-            wait_background()  # the merges and fusion choice this job made due, as a server would have made them
-            final = state.jobs.get(job.id)
-            if final.status != "succeeded":
-                raise RuntimeError(f"ingest job {job.id} ended {final.status}: {final.error}")
+            _run_to_end(state, job.id, batch_size, advance)
+    return len(stale)
+
+
+def _run_to_end(state: Any, job_id: str, batch_size: int, on_progress: Any = None) -> None:
+    run_job(
+        job_id=job_id,
+        jobs=state.jobs,
+        collections=state.collections,
+        embedders=state.embedders,
+        batch_size=batch_size,
+        on_progress=on_progress,
+    )
+    wait_background()  # the merges and fusion choice this job made due, as a server would have made them
+    final = state.jobs.get(job_id)
+    if final.status != "succeeded":
+        raise RuntimeError(f"{final.kind} job {job_id} ended {final.status}: {final.error}")
 
 
 class MemoScores:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import json
 import shlex
 import sys
@@ -16,6 +15,8 @@ from typing import Any, cast
 
 import numpy as np
 
+from cli.embedder_check import embedder_problem
+from cli.eval_data import EvalData, collection_name, dataset_problem, load_eval_data, other_dataset
 from cli.eval_report import EvalDetail, NamedRun, check_baseline, load_baselines, write_report
 from cli.eval_report import write_run_files as write_trec_runs
 from cli.eval_runs import MemoScores, ingest_dataset, search_mode, time_queries
@@ -24,7 +25,6 @@ from service.documents import get_or_create_collection
 from service.rerank import prepare_rerank
 from service.settings import Settings
 from service.state import build_state
-from velaio.beir import read_qrels, read_queries, read_query_ids
 from velaio.files import write_atomic
 from velaio.measures import MEASURES, score_run
 
@@ -46,27 +46,16 @@ def evaluate(
     shards: int = 1,
     detail: EvalDetail | None = None,
     latency: bool = False,
+    loaded: EvalData | None = None,
 ) -> dict[str, Any]:
     """Ingest `data`, search its queries in each mode and score them. `detail`, when given, receives the runs
-    and judgements (for run files and the report); `latency` adds a pass that times each query alone."""
+    and judgements (for run files and the report); `latency` adds a pass that times each query alone;
+    `loaded`: the dataset as load_eval_data read it already."""
     t0 = time.time()
-    # What can be refused is refused before the ingest: a split without qrels, ids that match no query.
-    qrels = read_qrels(data, split)
-    queries = read_queries(data)
-    qids = [q for q in qrels if q in queries]
-    if query_ids is not None:  # a subset, e.g. a reranker's held-out dev queries (training's dev_queries.txt)
-        wanted = read_query_ids(query_ids)
-        qids = [q for q in qids if q in wanted]
-        if not qids:
-            raise ValueError(f"none of the ids in {query_ids} is a {split} query of {data}")
-        if len(qids) < len(wanted):
-            print(
-                f"--query-ids: {len(wanted) - len(qids)} of {len(wanted)} ids are not {split} queries of "
-                f"{data.name}: left out",
-                file=sys.stderr,
-            )
-        qrels = {q: qrels[q] for q in qids}  # the mean is over these queries only (a missing run counts as 0)
     settings = Settings() if precision is None else Settings(precision=precision)
+    # What can be refused is refused before anything is created: a bad file or line, ids that match no query.
+    loaded = loaded or load_eval_data(data, split, query_ids, settings)
+    qrels, queries, qids = loaded.qrels, loaded.queries, loaded.qids
     update: dict[str, Any] = {"data_dir": workdir or settings.data_dir / "eval"}
     if embedder:
         update["embedder"] = embedder
@@ -89,12 +78,12 @@ def evaluate(
         if len(rerank_weights) > 1 and step.encoder is not None:  # the model runs once per pair, for every weight
             step = dataclasses.replace(step, encoder=cast(CrossEncoder, MemoScores(step.encoder)))
     model_dir = str(state.embedders.get(settings.embedder).name)
-    tag = hashlib.sha1(model_dir.encode()).hexdigest()[:8]
-    name = f"{data.name}-{tag}" + (f"-s{shards}" if shards > 1 else "")
+    name = collection_name(data, model_dir, shards)
     # The embedder is the operator's (a name or a directory), set as the process default: not a request's.
     coll = get_or_create_collection(state=state, name=name, embedder=None, shards=shards)
-
-    ingest_dataset(state, name, data, batch_size=settings.ingest_batch_size)
+    removed = ingest_dataset(state, name, loaded.docs, label=data.name, batch_size=settings.ingest_batch_size)
+    if removed:
+        print(f"vela eval: {removed} stored documents are no longer in corpus.jsonl: deleted", file=sys.stderr)
     ingest_s = time.time() - t0
 
     emb = state.embedders.get(coll.settings.embedder)
@@ -182,19 +171,6 @@ def print_table(result: dict[str, Any]) -> None:
         print(f"{mode:<8}" + "".join(f"{m[n]:>12.4f}" for n in names))
 
 
-def dataset_problem(data: Path, split: str) -> str | None:
-    """Why `data` is not a BEIR folder with judgements for `split`, or None."""
-    if not data.is_dir():
-        return f"--data: no folder {data}" if not data.exists() else f"--data: {data} is a file, not a BEIR folder"
-    missing = [f for f in ("corpus.jsonl", "queries.jsonl") if not (data / f).is_file()]
-    if missing:
-        return f"--data: {data} has no {' or '.join(missing)}: not a BEIR folder"
-    if not (data / "qrels" / f"{split}.tsv").is_file():
-        splits = sorted(p.stem for p in (data / "qrels").glob("*.tsv")) if (data / "qrels").is_dir() else []
-        return f"--split: {data} has no qrels/{split}.tsv (splits there: {', '.join(splits) or 'none'})"
-    return None
-
-
 def unwritable(path: Path, *, folder: bool, flag: str) -> str | None:
     """Why nothing can be written at `path` (a folder, or a file's folder), found by writing a probe file in
     the nearest folder that exists (nothing is created)."""
@@ -203,6 +179,8 @@ def unwritable(path: Path, *, folder: bool, flag: str) -> str | None:
         where = where.parent
     if not where.is_dir():
         return f"{flag}: {where} is not a folder"
+    if not folder and path.is_dir():
+        return f"{flag}: {path} is a folder: name a file"
     try:
         with tempfile.TemporaryFile(dir=where):
             pass
@@ -212,39 +190,25 @@ def unwritable(path: Path, *, folder: bool, flag: str) -> str | None:
 
 
 def main(args: argparse.Namespace) -> int:
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    bad = [m for m in modes if m not in ("bm25", "dense", "hybrid")]
-    if bad or not modes:
-        print(f"--modes: {'unknown ' + str(bad) if bad else 'none given'}: use bm25, dense, hybrid", file=sys.stderr)
-        return 2
-    why = dataset_problem(Path(args.data), args.split)
-    for flag, out, folder in (("--json", args.json_out, False), ("--run-dir", args.run_dir, True)):
-        why = why or (out and unwritable(Path(out), folder=folder, flag=flag))
-    why = why or (args.report and unwritable(Path(args.report), folder=True, flag="--report"))
+    why = refused(args)
+    data, query_ids = Path(args.data), Path(args.query_ids) if args.query_ids else None
+    settings = Settings() if args.precision is None else Settings(precision=args.precision)
+    flag = "--embedder" if args.embedder else "VELA_EMBEDDER"
+    why = why or _prefixed(flag, embedder_problem(args.embedder or settings.embedder))
     if why:  # before hours of ingest, not after
         print(f"vela eval: {why}", file=sys.stderr)
         return 2
-    try:
-        weights = tuple(float(w) for w in args.rerank_weight.split(","))
-    except ValueError:
-        weights = ()
-    if not weights or not all(0.0 <= w <= 1.0 for w in weights):
-        print(f"--rerank-weight: numbers within [0, 1], comma-separated; got {args.rerank_weight!r}", file=sys.stderr)
+    try:  # every file read and checked before a collection is made
+        loaded = load_eval_data(data, args.split, query_ids, settings)
+    except ValueError as e:
+        print(f"vela eval: {e}", file=sys.stderr)
         return 2
-    if args.query_ids and not Path(args.query_ids).is_file():
-        print(f"--query-ids: no file {args.query_ids}", file=sys.stderr)
-        return 2
+    weights = tuple(float(w) for w in args.rerank_weight.split(","))  # refused() checked them
     baselines = [Path(b) for b in args.baseline or []]
-    if baselines and not args.report:
-        print("--baseline: only the report (--report DIR) shows baselines", file=sys.stderr)
-        return 2
-    for why in filter(None, map(check_baseline, baselines)):  # before the evaluation, not after it
-        print(f"--baseline: {why}", file=sys.stderr)
-        return 2
     detail = EvalDetail(qrels={}, queries={})
     result = evaluate(
-        data=Path(args.data),
-        modes=modes,
+        data=data,
+        modes=_modes(args),
         dim=args.dim,
         embedder=args.embedder,
         split=args.split,
@@ -253,11 +217,12 @@ def main(args: argparse.Namespace) -> int:
         rerank=args.rerank,
         rerank_top_n=args.rerank_top_n,
         rerank_weights=weights,
-        query_ids=Path(args.query_ids) if args.query_ids else None,
+        query_ids=query_ids,
         precision=args.precision,
         shards=args.shards,
         detail=detail,
         latency=bool(args.report),
+        loaded=loaded,
     )
     result["command"] = "vela " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     status = 0
@@ -266,7 +231,7 @@ def main(args: argparse.Namespace) -> int:
             result["run_files"] = write_trec_runs(Path(args.run_dir), detail)
             result["run_dir"] = args.run_dir
         except ValueError as e:
-            print(f"--run-dir: {e}", file=sys.stderr)
+            print(f"vela eval: --run-dir: {e}", file=sys.stderr)
             status = 1
     print_table(result)
     if args.json_out:
@@ -277,8 +242,46 @@ def main(args: argparse.Namespace) -> int:
         try:
             series = load_baselines(baselines, detail.qrels, MEASURES)
         except ValueError as e:
-            print(f"--baseline: {e}", file=sys.stderr)
+            print(f"vela eval: --baseline: {e}", file=sys.stderr)
             return 1
         page = write_report(Path(args.report), result=result, detail=detail, baselines=series, measures=MEASURES)
         print(f"report: {page}")
     return status
+
+
+def refused(args: argparse.Namespace) -> str | None:
+    """Why the flags cannot run (None: they can), found before anything is read or created."""
+    modes = _modes(args)
+    bad = [m for m in modes if m not in ("bm25", "dense", "hybrid")]
+    if bad or not modes:
+        return f"--modes: {'unknown ' + str(bad) if bad else 'none given'}: use bm25, dense, hybrid"
+    why = dataset_problem(Path(args.data), args.split)
+    for flag, out, folder in (("--json", args.json_out, False), ("--run-dir", args.run_dir, True)):
+        why = why or (out and unwritable(Path(out), folder=folder, flag=flag))
+    why = why or (args.report and unwritable(Path(args.report), folder=True, flag="--report"))
+    if why:
+        return why
+    try:
+        weights = tuple(float(w) for w in args.rerank_weight.split(","))
+    except ValueError:
+        weights = ()
+    if not weights or not all(0.0 <= w <= 1.0 for w in weights):
+        return f"--rerank-weight: numbers within [0, 1], comma-separated; got {args.rerank_weight!r}"
+    if args.query_ids and not Path(args.query_ids).is_file():
+        return f"--query-ids: no file {args.query_ids}"
+    baselines = [Path(b) for b in args.baseline or []]
+    if baselines and not args.report:
+        return "--baseline: only the report (--report DIR) shows baselines"
+    for b in baselines:
+        why = check_baseline(b) or other_dataset(b, Path(args.data), args.split)
+        if why:
+            return f"--baseline: {why}"
+    return None
+
+
+def _modes(args: argparse.Namespace) -> list[str]:
+    return [m.strip() for m in args.modes.split(",") if m.strip()]
+
+
+def _prefixed(flag: str, why: str | None) -> str | None:
+    return f"{flag}: {why}" if why else None

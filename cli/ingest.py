@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from typing import Any
 from tqdm import tqdm
 
 from cli.arg_types import positive_int
+from cli.embedder_check import embedder_problem
 from cli.interrupts import GracefulStop
 
 
@@ -29,7 +30,9 @@ class BadInput(ValueError):
 
 def read_documents(path: Path) -> Iterator[dict[str, Any]]:
     """A BEIR folder (corpus.jsonl with _id), or a JSONL file of API documents ({id, text, title?, metadata?}).
-    A JSONL line is checked as `POST /index` checks a document (BadInput names the line)."""
+    A JSONL line is checked as `POST /index` checks a document. Every fault is a ValueError naming the line."""
+    from velaio.lines import json_objects
+
     if path.is_dir():
         from velaio.beir import read_corpus
 
@@ -43,43 +46,36 @@ def read_documents(path: Path) -> Iterator[dict[str, Any]]:
 
     from service.schemas import Document
 
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                d = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise BadInput(f"{path}:{n}: not a JSON line ({e.msg})") from None
-            if not isinstance(d, dict):
-                raise BadInput(f"{path}:{n}: a document is a JSON object, got {type(d).__name__}")
-            raw_id = d.get("id", d.get("_id"))
-            if raw_id is None:
-                raise BadInput(f"{path}:{n}: the document has no id (an `id` or `_id` field)")
-            doc = {"id": str(raw_id), **{k: v for k, v in d.items() if k in ("title", "text", "metadata")}}
-            try:
-                Document.model_validate(doc)
-            except ValidationError as e:
-                problems = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())
-                raise BadInput(f"{path}:{n} (id {doc['id'][:100]!r}): {problems}") from None
-            yield doc
+    for n, d in json_objects(path, "a document"):
+        raw_id = d.get("id", d.get("_id"))
+        if raw_id is None:
+            raise BadInput(f"{path}:{n}: the document has no id (an `id` or `_id` field)")
+        doc = {"id": str(raw_id), **{k: v for k, v in d.items() if k in ("title", "text", "metadata")}}
+        try:
+            Document.model_validate(doc)
+        except ValidationError as e:
+            problems = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())
+            raise BadInput(f"{path}:{n} (id {doc['id'][:100]!r}): {problems}") from None
+        yield doc
 
 
-def checked(docs: Iterator[dict[str, Any]], settings: Any) -> list[dict[str, Any]]:
-    """All documents, refused as `POST /index` refuses a request: a repeated id (which one would win?) or
-    metadata out of the server's bounds."""
+def load_documents(source: Path, docs: Iterable[dict[str, Any]], settings: Any) -> list[dict[str, Any]]:
+    """All documents, refused as `POST /index` refuses a request: none at all, a repeated id (which one would
+    win?) or metadata out of the server's bounds. `vela ingest` and `vela eval` load a corpus through here."""
     from service.limits import metadata_problem
 
     out: list[dict[str, Any]] = []
     seen: dict[str, int] = {}
     for i, d in enumerate(docs):
         if d["id"] in seen:
-            raise BadInput(f"id {d['id'][:100]!r} is given twice (documents {seen[d['id']] + 1} and {i + 1})")
+            raise BadInput(f"{source}: id {d['id'][:100]!r} is given twice (documents {seen[d['id']] + 1} and {i + 1})")
         seen[d["id"]] = i
         problem = metadata_problem(d.get("metadata"), settings)
         if problem is not None:
-            raise BadInput(f"document {i + 1} (id {d['id'][:100]!r}): {problem}")
+            raise BadInput(f"{source}: document {i + 1} (id {d['id'][:100]!r}): {problem}")
         out.append(d)
+    if not out:
+        raise BadInput(f"{source} holds no documents")
     return out
 
 
@@ -113,13 +109,15 @@ def main(args: argparse.Namespace) -> int:
     if args.embedder:  # the operator's choice (a registry name or a directory), as the process default
         update["embedder"] = args.embedder
     settings = Settings().model_copy(update=update)
-    try:  # every document checked before a collection is made or a job recorded
-        docs = checked(islice(read_documents(args.data), args.max_docs), settings)
-    except BadInput as e:
-        print(f"vela ingest: {e}", file=sys.stderr)
+    # A reranker's folder would load as an encoder and fail only in the job, after its collection was made.
+    why = embedder_problem(args.embedder or settings.embedder)  # VELA_EMBEDDER's, without --embedder
+    if why:
+        print(f"vela ingest: {'--embedder' if args.embedder else 'VELA_EMBEDDER'}: {why}", file=sys.stderr)
         return 2
-    if not docs:
-        print(f"vela ingest: {args.data} holds no documents", file=sys.stderr)
+    try:  # every document checked before a collection is made or a job recorded
+        docs = load_documents(args.data, islice(read_documents(args.data), args.max_docs), settings)
+    except ValueError as e:  # BadInput, and a BEIR or JSONL file's faults (file and line named)
+        print(f"vela ingest: {e}", file=sys.stderr)
         return 2
     state = build_state(settings)
     coll = get_or_create_collection(state=state, name=args.collection, embedder=None, shards=args.shards)

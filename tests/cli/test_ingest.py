@@ -13,6 +13,8 @@ import pytest
 from cli.main import main
 from indexing.jobs import JobStore
 from indexing.store import CollectionStore
+from tests.cli.beir_data import write_beir
+from tests.reranker_fixtures import make_reranker
 
 
 def test_ingest_jsonl_into_a_sharded_collection(
@@ -125,3 +127,43 @@ def test_a_second_ctrl_c_stops_at_once_and_leaves_a_retryable_job(
     job = JobStore(tmp_path / "vela" / "jobs.sqlite3").get(job_id)
     assert job.status == "failed" and "interrupted" in (job.error or "")  # not left `running`: it can be retried
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("fault", "needle"),
+    [
+        ("duplicate", "id 'd1' is given twice (documents 2 and 9)"),
+        ("array", "corpus.jsonl:9: a document is a JSON object, got list"),
+        ("latin-1", "corpus.jsonl:9: not UTF-8 text"),
+        ("no id", "corpus.jsonl:9: the document has no id"),
+    ],
+)
+def test_a_faulty_beir_corpus_is_refused_naming_the_line(
+    tmp_path: Path, tiny_embedder_dir: Path, capsys: pytest.CaptureFixture[str], fault: str, needle: str
+) -> None:
+    data = write_beir(tmp_path / "mini")
+    extra = {
+        "duplicate": json.dumps({"_id": "d1", "text": "again"}).encode(),
+        "array": b"[1, 2]",
+        "latin-1": '{"_id": "x", "text": "caf\xe9"}'.encode("latin-1"),
+        "no id": b'{"text": "no id"}',
+    }[fault]
+    (data / "corpus.jsonl").write_bytes((data / "corpus.jsonl").read_bytes() + extra + b"\n")
+    vela = tmp_path / "vela"
+    args = ["ingest", "--data", str(data), "--data-dir", str(vela), "--collection", "c"]
+    assert main([*args, "--embedder", str(tiny_embedder_dir)]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err
+    assert not vela.exists()
+
+
+def test_a_reranker_is_refused_as_the_embedder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data, reranker = write_beir(tmp_path / "mini"), make_reranker("bert", tmp_path / "rr")
+    capsys.readouterr()  # the fixture's own progress bars
+    vela = tmp_path / "vela"
+    args = ["ingest", "--data", str(data), "--data-dir", str(vela), "--collection", "c", "--embedder", str(reranker)]
+    assert main(args) == 2
+    assert capsys.readouterr().err == (
+        f"vela ingest: --embedder: '{reranker}' is a reranker (model_type 'vela_reranker'), not an embedder\n"
+    )
+    assert not vela.exists()  # no collection whose embedder is a reranker
