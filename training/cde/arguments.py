@@ -19,3 +19,9 @@ class CdeArguments(ContrastiveArguments):
         super().__post_init__()
         if self.corpus_context_size < 1:
             raise ValueError("corpus_context_size must be >= 1")
+        if not 0.0 <= self.sequence_dropout_prob < 1.0:
+            raise ValueError(f"sequence_dropout_prob must be in [0, 1), got {self.sequence_dropout_prob}")
+        if self.first_stage:
+            from training.arg_checks import check_model_dir
+
+            check_model_dir("--first_stage", self.first_stage)

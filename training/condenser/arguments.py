@@ -38,3 +38,6 @@ class CondenserArguments:
             raise ValueError("eval_fraction must be in (0, 0.5)")
         if self.pooling not in ("", "mean", "cls", "last"):
             raise ValueError("pooling must be mean, cls or last (empty: keep the source model's)")
+        from training.arg_checks import check_model_dir
+
+        check_model_dir("--model", self.model)

@@ -48,6 +48,9 @@ class ContrastiveArguments:
     )
 
     def __post_init__(self) -> None:
+        from training.arg_checks import check_model_dir, check_pair_sources
+
+        check_pair_sources(self.pairs)
         if self.batching not in ("cluster", "random") or self.packing not in ("tsp", "random"):
             raise ValueError("batching must be cluster|random and packing tsp|random")
         if self.batch_size < 2:
@@ -58,3 +61,8 @@ class ContrastiveArguments:
             raise ValueError("hard_negatives and consistency_top_k must be >= 0")
         if not 0.0 < self.mining_margin <= 1.0:
             raise ValueError(f"mining_margin must be in (0, 1], got {self.mining_margin}")
+        if self.temperature <= 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+        if self.lora_r < 0 or self.max_pairs < 0:
+            raise ValueError("lora_r and max_pairs must be >= 0")
+        check_model_dir("--model", self.model)

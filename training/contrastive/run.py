@@ -1,4 +1,5 @@
-"""The steps every contrastive recipe shares: parse, build, plan batches, train, save weights + arguments."""
+"""The steps every contrastive recipe shares: parse, build, plan batches, train (or go on from a checkpoint),
+save weights + arguments."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import shlex
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from training.cli_args import parse_recipe_args
+from training.checkpoints import CHECKPOINT_FLAGS, check_resume_fits, drop_checkpoints, remove_if_empty
+from training.cli_args import given_flag_names, parse_recipe_args
 
 
 def train_recipe(
@@ -22,13 +25,56 @@ def train_recipe(
     trainer_cls: type,
     save_weights: Callable[[Any, Path], None],
 ) -> int:
-    from training.contrastive.collator import HardNegativeCollator
-    from training.contrastive.dataset import BatchPlan, build_dataset
-    from training.contrastive.trainer import save_run
-
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     cargs: Any
-    cargs, targs = parse_recipe_args(args_cls, argv, prog=f"vela train {name}")
+    cargs, targs = parse_recipe_args(args_cls, argv, prog=f"vela train {name}", resumable=True)
+    out = Path(targs.output_dir)
+    new_folder = not out.exists()
+    try:
+        run = _fit(cargs, targs, build=build, trainer_cls=trainer_cls)
+    except BaseException:  # an interrupt or a failure before anything was saved leaves no empty --out behind
+        if new_folder:
+            remove_if_empty(out)
+        raise
+    from training.contrastive.trainer import save_run
+
+    out.mkdir(parents=True, exist_ok=True)
+    save_weights(run.model, out)
+    run.tokenizer.save_pretrained(out)
+    run.emb_config.save(out)
+    command = f"vela train {name} " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    save_run(
+        out,
+        cargs=cargs,
+        targs=targs,
+        command=command,
+        plan=run.plan,
+        data=run.data,
+        trainer=run.trainer,
+        seconds=run.seconds,
+    )
+    if not given_flag_names(argv) & set(CHECKPOINT_FLAGS):  # ours, for resuming; the user asked for none
+        drop_checkpoints(out)
+    print(f"saved embedder to {out}")
+    return 0
+
+
+@dataclass
+class _Trained:
+    model: Any
+    tokenizer: Any
+    emb_config: Any
+    trainer: Any
+    plan: Any
+    data: Any
+    seconds: float
+
+
+def _fit(cargs: Any, targs: Any, *, build: Callable[[Any], tuple[Any, Any, Any]], trainer_cls: type) -> _Trained:
+    """Build, plan and train (from the checkpoint, when resuming)."""
+    from training.contrastive.collator import HardNegativeCollator
+    from training.contrastive.dataset import BatchPlan, build_dataset
+
     model, tokenizer, emb_config = build(cargs)
     data = build_dataset(cargs, targs.seed)
     data, mined = teacher_step(data, cargs, targs.seed)
@@ -47,6 +93,7 @@ def train_recipe(
         share_hard_negatives=cargs.share_hard_negatives,
     )
     loss_fn, emb_config = make_loss(cargs, model, emb_config)
+    resume = targs.resume_from_checkpoint
     trainer = trainer_cls(
         model=model,
         args=targs,
@@ -55,19 +102,23 @@ def train_recipe(
         plan=plan,
         loss_fn=loss_fn,
         cargs=cargs,
+        callbacks=[_resume_fits(resume)] if resume else None,
     )
     t0 = time.time()
-    trainer.train()
-    seconds = time.time() - t0
-    out = Path(targs.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    save_weights(model, out)
-    tokenizer.save_pretrained(out)
-    emb_config.save(out)
-    command = f"vela train {name} " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    save_run(out, cargs=cargs, targs=targs, command=command, plan=plan, data=data, trainer=trainer, seconds=seconds)
-    print(f"saved embedder to {out}")
-    return 0
+    trainer.train(resume_from_checkpoint=resume)
+    return _Trained(model, tokenizer, emb_config, trainer, plan, data, time.time() - t0)
+
+
+def _resume_fits(checkpoint: str) -> Any:
+    """A callback that stops a resumed run whose step count differs from the checkpoint's (see
+    check_resume_fits): the Trainer knows the count only once it starts."""
+    from transformers import TrainerCallback
+
+    class ResumeFits(TrainerCallback):
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            check_resume_fits(checkpoint, state.max_steps)
+
+    return ResumeFits()
 
 
 def teacher_step(data: Any, cargs: Any, seed: int) -> tuple[Any, Any]:

@@ -42,6 +42,9 @@ class ModelArguments:
             raise ValueError(f"pooling must be one of {POOLINGS}, got {self.pooling!r}")
         if self.lora_r < 1:
             raise ValueError(f"lora_r must be >= 1, got {self.lora_r}")
+        from training.arg_checks import check_model_dir
+
+        check_model_dir("--backbone", self.backbone)
 
 
 @dataclass
@@ -89,6 +92,10 @@ class RerankerTrainingArguments(TrainingArguments):
     precision: str = field(default="auto", metadata={"help": f"{PRECISIONS}: auto is bf16 on CUDA, fp32 on CPU"})
 
     def __post_init__(self) -> None:
+        from training.checkpoints import wants_resume
+
+        if wants_resume(self.resume_from_checkpoint):  # the recipe's train() call does not pass it on
+            raise ValueError("this recipe cannot resume a run yet: drop --resume_from_checkpoint")
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
         if self.precision == "auto":

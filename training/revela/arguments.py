@@ -62,6 +62,10 @@ class RevelaArguments:
             raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
         if not self.lm or not self.corpus:
             raise ValueError("--lm (a local causal LM dir) and --corpus (repeatable) are required")
+        from training.arg_checks import check_local_model_dir, check_model_dir
+
+        check_local_model_dir("--lm", self.lm)
+        check_model_dir("--model", self.model)
         if self.text_kind not in ("natural", "code"):
             raise ValueError("text_kind must be natural or code")
         self.sim_text = self.sim_text or ("half" if self.text_kind == "natural" else "full")
