@@ -24,21 +24,11 @@ from indexing.snapshot_format import SnapshotNotFound, find_snapshot, list_snaps
 from indexing.snapshot_restore import clean_restore_leftovers
 from indexing.store import CollectionStore
 from models import EmbedderCache, EmbedderConfig
+from tests.snapshot_corpus import SCHEMA, YEAR_FILTER, documents
 from tests.tiny_models import minilm_tokenizer, tiny_bert_config
 
-TOPICS = ["tides", "volcano", "insulin", "graphene"]
-DOCS = [
-    {
-        "id": f"d{i}",
-        "title": f"{TOPICS[i % 4]} {i}",
-        "text": f"{TOPICS[i % 4]} study {i}: notes on {TOPICS[i % 4]} and the number {i}",
-        "metadata": {"topic": TOPICS[i % 4], "year": 2000 + i},
-    }
-    for i in range(30)
-]
-SCHEMA = {"fields": {"topic": "keyword", "year": "integer"}, "strict": False}
+DOCS = documents(30)
 QUERIES = ["tides study", "volcano notes", "insulin number 7", "graphene"]
-YEAR_FILTER = {"must": [{"key": "year", "range": {"gte": 2010}}]}
 
 
 class Killed(BaseException):

@@ -20,20 +20,10 @@ from indexing.merger import wait_background
 from models.registry import ModelRegistry
 from tests.service.conftest import running_app
 from tests.service.document_helpers import index, run_job, scroll_all
+from tests.snapshot_corpus import SCHEMA, YEAR_FILTER, documents
 
-TOPICS = ["tides", "volcano", "insulin", "graphene"]
-DOCS = [
-    {
-        "id": f"d{i}",
-        "title": f"{TOPICS[i % 4]} {i}",
-        "text": f"{TOPICS[i % 4]} study {i}: notes on {TOPICS[i % 4]} and the number {i}",
-        "metadata": {"topic": TOPICS[i % 4], "year": 2000 + i},
-    }
-    for i in range(24)
-]
-SCHEMA = {"fields": {"topic": "keyword", "year": "integer"}, "strict": False}
+DOCS = documents(24)
 QUERIES = ["tides study", "volcano notes 5", "insulin", "graphene number 11"]
-YEAR_FILTER = {"must": [{"key": "year", "range": {"gte": 2010}}]}
 
 
 @pytest.fixture(scope="module")

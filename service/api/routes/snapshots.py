@@ -120,13 +120,17 @@ def restore_snapshot(name: str, snapshot: str, body: RestoreRequest, state: Stat
         raise _collection_not_found(name) from exc
     except SnapshotNotFound as exc:
         raise _snapshot_not_found(snapshot) from exc
-    except CollectionConflict as exc:
-        raise ApiError(409, "conflict", str(exc)) from exc
-    except SnapshotInvalid as exc:
-        raise ApiError(422, "invalid_snapshot", str(exc)) from exc
-    except SnapshotModelUnavailable as exc:
-        raise ApiError(422, "unknown_model", str(exc)) from exc
+    except (CollectionConflict, SnapshotInvalid, SnapshotModelUnavailable) as exc:
+        raise _restore_refused(exc) from exc
     return _accepted(job, request)
+
+
+def _restore_refused(exc: Exception) -> ApiError:
+    """What a restore or an upload answers when it cannot start: the name is taken, or the file or its model."""
+    if isinstance(exc, CollectionConflict):
+        return ApiError(409, "conflict", str(exc))
+    code = "invalid_snapshot" if isinstance(exc, SnapshotInvalid) else "unknown_model"
+    return ApiError(422, code, str(exc))
 
 
 INTO = Query(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$", description="new collection")
@@ -156,10 +160,6 @@ async def upload_snapshot(
     the tar, at most VELA_MAX_REQUEST_BYTES. Checked as a restore is, then restored the same way."""
     try:
         job = await submit_upload(state=state, into=into, body=request.stream(), sha256=sha256)
-    except CollectionConflict as exc:
-        raise ApiError(409, "conflict", str(exc)) from exc
-    except SnapshotInvalid as exc:
-        raise ApiError(422, "invalid_snapshot", str(exc)) from exc
-    except SnapshotModelUnavailable as exc:
-        raise ApiError(422, "unknown_model", str(exc)) from exc
+    except (CollectionConflict, SnapshotInvalid, SnapshotModelUnavailable) as exc:
+        raise _restore_refused(exc) from exc
     return _accepted(job, request)
