@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 log = logging.getLogger("vela.adapt")
-SAVE_RESERVE_S = 20.0  # of the budget, kept for saving and registering the model
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -56,23 +55,34 @@ def _bool(s: str) -> bool:
 
 
 def main(args: argparse.Namespace) -> int:
+    from cli.adapt_checks import BudgetSpent, check_out_name, resolve_student
+    from cli.console import quiet_libraries
     from training.adapt.arguments import AdaptArguments
 
     if args.data_dir:
         os.environ["VELA_DATA_DIR"] = str(Path(args.data_dir))
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     try:
         aargs = AdaptArguments(**{f.name: getattr(args, f.name) for f in dataclasses.fields(AdaptArguments)})
     except ValueError as e:
         return _fail(str(e))
-    why = _check_name(args.out)
+    # Everything that can be checked before pseudo-labelling is: a bad argument costs no work and leaves nothing.
+    why = check_out_name(args.out)
     if why:
         return _fail(why)
-    command = _command(args, aargs)
     try:
-        entry = adapt(args.collection, args.out, aargs, command=command)
+        student = resolve_student(aargs.student) if aargs.student else None
+    except ValueError as e:
+        return _fail(str(e))
+    command = _command(args, aargs)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    try:
+        with quiet_libraries():
+            entry = adapt(args.collection, args.out, aargs, command=command, student=student)
     except LookupError as e:
         return _fail(str(e))
+    except BudgetSpent as e:
+        print(f"vela adapt: {e}", file=sys.stderr)
+        return 1
     print(json.dumps(entry))
     return 0
 
@@ -104,19 +114,10 @@ def _fail(message: str) -> int:
     return 2
 
 
-def _check_name(name: str) -> str | None:
-    from cli.models import models_dir
-    from models.registry import BUILTIN_NAMES, is_model_name
-
-    if not is_model_name(name) or name in BUILTIN_NAMES:
-        return f"--out: {name!r} is not a name a model can take (1-64 letters, digits, '-', '_', '.')"
-    if os.path.lexists(models_dir() / name):
-        return f"--out: a model named {name!r} is registered already"
-    return None
-
-
-def adapt(collection: str, name: str, aargs: Any, *, command: str) -> dict[str, Any]:
-    """Pseudo-queries, pseudo-labels, training, registration; the registry entry (public fields)."""
+def adapt(collection: str, name: str, aargs: Any, *, command: str, student: str | None = None) -> dict[str, Any]:
+    """Pseudo-queries, pseudo-labels, training, registration; the registry entry (public fields). `student`: the
+    model to train, as `resolve_student` gives it (default: the collection's embedder)."""
+    from cli.adapt_checks import fresh_work_dir, settle_work_dir, training_minutes
     from cli.adapt_queries import bare_candidates, candidates, logged_queries, pseudo_queries
     from cli.models import models_dir
     from indexing.collection import CollectionNotFound
@@ -138,8 +139,7 @@ def adapt(collection: str, name: str, aargs: Any, *, command: str) -> dict[str, 
     if aargs.tower == "query" and embedder.contextual:
         raise LookupError(f"collection {collection!r} has a contextual embedder: adapt it with --tower both")
     pqs = pseudo_queries(coll, aargs) + logged_queries(aargs.queries)  # cli/adapt_queries.py
-    work = settings.data_dir / "adapt" / name  # checkpoints stay here; the registry copies the model only
-    student = _student(aargs.student) if aargs.student else str(coll.settings.embedder)
+    model = student or str(coll.settings.embedder)
     if aargs.tower == "query":
         from training.adapt.dataset import listwise, sources_only
         from training.adapt.query_tower import train as train_query_tower
@@ -156,8 +156,10 @@ def adapt(collection: str, name: str, aargs: Any, *, command: str) -> dict[str, 
             raise LookupError(f"collection {collection!r} gave no usable pseudo-queries (too few sentences?)")
         # The fixed side: every text a list holds, as the collection's own embedder (serving form) encodes it.
         vectors = embedder.encode_documents(texts, context=coll.query_context(fanout))  # (T, d)
-        prep_s = time.monotonic() - t0
-        record = train_query_tower(lists, vectors, aargs, model=student, out=work, minutes=_minutes_left(aargs, prep_s))
+
+        def run(out: Path, minutes: float) -> dict[str, Any]:
+            return train_query_tower(lists, vectors, aargs, model=model, out=out, minutes=minutes)
+
     else:
         if aargs.teacher == "hybrid":
             examples, teacher = label(
@@ -172,21 +174,28 @@ def adapt(collection: str, name: str, aargs: Any, *, command: str) -> dict[str, 
             teacher = {"pseudo_queries": len(pqs), "kept": len(examples)}
         if not examples:
             raise LookupError(f"collection {collection!r} gave no usable pseudo-queries (too few sentences?)")
-        prep_s = time.monotonic() - t0
-        record = train(examples, aargs, model=student, out=work, minutes=_minutes_left(aargs, prep_s))
-    record = {
-        "command": command,
-        "recipe": "adapt",
-        "collection": collection,
-        "base_model": aargs.student or _model_label(str(coll.settings.embedder)),
-        "recipe_args": dataclasses.asdict(aargs),
-        "teacher": teacher,
-        "pseudo_label_seconds": round(prep_s, 1),
-        **record,
-        "total_seconds": round(time.monotonic() - t0, 1),
-        "finished_at": time.time(),
-    }
-    write_record(work, record)
+
+        def run(out: Path, minutes: float) -> dict[str, Any]:
+            return train(examples, aargs, model=model, out=out, minutes=minutes)
+
+    prep_s = time.monotonic() - t0
+    minutes = training_minutes(aargs.max_minutes, prep_s)  # BudgetSpent when nothing is left
+    log.info("pseudo-labels in %.0f s; %.1f minutes left to train", prep_s, minutes)
+    # Checkpoints stay in the work directory; the registry copies the model only.
+    with fresh_work_dir(settings.data_dir / "adapt", name) as fresh:
+        record = {
+            "command": command,
+            "recipe": "adapt",
+            "collection": collection,
+            "base_model": aargs.student or _model_label(str(coll.settings.embedder)),
+            "recipe_args": dataclasses.asdict(aargs),
+            "teacher": teacher,
+            "pseudo_label_seconds": round(prep_s, 1),
+            **run(fresh, minutes),
+        }
+        record.update(total_seconds=round(time.monotonic() - t0, 1), finished_at=time.time())
+        write_record(fresh, record)
+        work = settle_work_dir(fresh, settings.data_dir / "adapt" / name)
     entry = ModelRegistry(models_dir()).register(name, work)
     return {
         "registered": entry.name,
@@ -195,25 +204,6 @@ def adapt(collection: str, name: str, aargs: Any, *, command: str) -> dict[str, 
         "work_dir": str(work),
         **{k: record[k] for k in ("steps", "examples", "train_seconds", "total_seconds", "teacher")},
     }
-
-
-def _minutes_left(aargs: Any, prep_s: float) -> float:
-    """What is left of the budget for training, once pseudo-labels are made (`prep_s`) and saving is set aside."""
-    minutes = (aargs.max_minutes * 60.0 - prep_s - SAVE_RESERVE_S) / 60.0
-    log.info("pseudo-labels in %.0f s; %.1f minutes left to train", prep_s, minutes)
-    return minutes
-
-
-def _student(name: str) -> str:
-    """--student: a registered model's directory (e.g. an earlier adaptation, to train it further), else as given."""
-    from cli.models import models_dir
-    from models.registry import ModelRegistry, UnknownModel
-
-    try:
-        path = ModelRegistry(models_dir()).get(name).path
-    except UnknownModel:
-        return name
-    return str(path) if path is not None else name
 
 
 def _model_label(embedder: str) -> str:

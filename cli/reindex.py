@@ -6,19 +6,24 @@
 
 It runs the same job as POST /collections/{name}/reindex, recorded in the data directory's job store (a server on
 the same data directory shows it at GET /jobs/{id}, and switches to the new generation when it is promoted), here
-in this process with a progress bar. Killed, it is resumed by the next `vela serve` on that data directory (or by
-running the command again with --resume JOB_ID).
+in this process with a progress bar. Interrupted (Ctrl-C) or killed, the job stays unfinished: the next
+`vela serve` on that data directory resumes it, and so does `vela reindex COLLECTION --resume JOB_ID`, which the
+interrupted command prints. Exit codes: EXIT_CODES, 2 for a bad argument (nothing is recorded), 3 while another
+reindex of the collection is unfinished.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
+# 0 succeeded; 1 the job failed (a refused gate too); 2 a bad argument, checked before any job is recorded;
+# 3 a reindex of the collection is unfinished (busy); 130 interrupted here, or the job was cancelled.
+EXIT_CODES = {"succeeded": 0, "failed": 1, "cancelled": 130}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -52,8 +57,7 @@ def options(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(args: argparse.Namespace) -> int:
     from indexing.collection import CollectionConflict, CollectionNotFound
-    from indexing.ingest import run_job
-    from indexing.jobs import JobKind, JobStatus
+    from indexing.jobs import JobKind
     from service.model_registry import ModelKindMismatch, UnknownModelName, UnusableModel
     from service.reindex import NothingToSwitch, UnknownDataset, reindex_spec, switch_spec
     from service.settings import Settings
@@ -63,7 +67,7 @@ def main(args: argparse.Namespace) -> int:
     state = build_state(settings)
     try:
         if args.resume:
-            job = state.jobs.get(args.resume)
+            job = _job_to_resume(state, args.collection, args.resume)
         elif args.embedder:
             spec = reindex_spec(state=state, collection=args.collection, embedder=args.embedder, options=options(args))
             job = state.jobs.create(collection=spec["collection"], kind=JobKind.REINDEX, payload=[spec])
@@ -71,30 +75,76 @@ def main(args: argparse.Namespace) -> int:
             kind = JobKind.ROLLBACK if args.rollback else JobKind.PROMOTE
             spec = switch_spec(state=state, collection=args.collection, kind=kind)
             job = state.jobs.create(collection=spec["collection"], kind=kind, payload=[spec])
-    except (UnknownModelName, ModelKindMismatch, UnusableModel, UnknownDataset, NothingToSwitch) as exc:
-        print(f"vela reindex: {exc}", file=sys.stderr)
-        return 2
+    except UnknownDataset as exc:  # the API's field names, said as this command's flags
+        return _fail(str(exc).replace("gate.dataset:", "--gate:").replace("gate.split:", "--gate-split:"), 2)
+    except (UnknownModelName, ModelKindMismatch, UnusableModel, NothingToSwitch, BadResume) as exc:
+        return _fail(str(exc), 2)
     except CollectionNotFound:
-        print(f"vela reindex: no collection named {args.collection!r}", file=sys.stderr)
-        return 2
-    except CollectionConflict as exc:
-        print(f"vela reindex: {exc}", file=sys.stderr)
-        return 3
+        return _fail(f"no collection named {args.collection!r}", 2)
+    except CollectionConflict as exc:  # busy: not a bad argument, the same command works later
+        return _fail(f"{exc} (one that a `vela reindex` left unfinished: --resume JOB_ID runs it to its end)", 3)
     print(f"job {job.id} ({job.kind.value} {job.collection})", file=sys.stderr)
-    with tqdm(desc=f"{job.kind.value} {job.collection}", unit="doc") as bar:
+    return _run(state, job, args)
 
-        def advance(done: int, total: int) -> None:
-            bar.total = total
-            bar.update(done - bar.n)
 
-        status = run_job(
-            job_id=job.id,
-            jobs=state.jobs,
-            collections=state.collections,
-            embedders=state.embedders,
-            on_progress=advance,
-            worker="vela-reindex",
+class BadResume(ValueError):
+    """--resume names no job, or one this command does not run."""
+
+
+def _job_to_resume(state: Any, collection: str, job_id: str) -> Any:
+    from indexing.jobs import GENERATION_KINDS, JobNotFound
+
+    try:
+        job = state.jobs.get(job_id)
+    except JobNotFound:
+        raise BadResume(f"--resume: no job {job_id!r} in this data directory's job store") from None
+    if job.kind not in GENERATION_KINDS:
+        raise BadResume(f"--resume: job {job_id} is {job.kind.value}, not a reindex, promote or rollback")
+    name = state.collections.get(collection).name  # an alias names the collection its jobs record
+    if job.collection != name:
+        raise BadResume(f"--resume: job {job_id} is collection {job.collection!r}'s, not {name!r}'s")
+    return job
+
+
+def _run(state: Any, job: Any, args: argparse.Namespace) -> int:
+    """Run the job here with a bar of its documents (a promotion or rollback counts none: no bar); the job's
+    status and result as JSON on stdout, and a failed job's error in one line on stderr."""
+    from cli.console import DocumentBar, job_errors_in_one_line, quiet_libraries
+    from indexing.ingest import run_job
+    from indexing.jobs import JobStatus
+
+    try:
+        with quiet_libraries(), job_errors_in_one_line(), DocumentBar(f"{job.kind.value} {job.collection}") as bar:
+            status = run_job(
+                job_id=job.id,
+                jobs=state.jobs,
+                collections=state.collections,
+                embedders=state.embedders,
+                on_progress=bar,
+                worker="vela-reindex",
+            )
+    except KeyboardInterrupt:  # stopped at once: the job is left unfinished, to be run to its end
+        return _fail(
+            f"interrupted; job {job.id} is unfinished: `{_resume_command(args, job)}` runs it to its end "
+            "(so does `vela serve` on this data directory when it starts)",
+            130,
         )
     done = state.jobs.get(job.id)
     print(json.dumps({"job": done.id, "status": done.status.value, "error": done.error, "result": done.result}))
-    return {JobStatus.SUCCEEDED: 0, JobStatus.CANCELLED: 130}.get(status, 1)
+    if status == JobStatus.FAILED:
+        print(f"vela reindex: job {done.id} failed: {done.error}", file=sys.stderr)
+    elif status == JobStatus.CANCELLED:
+        print(f"vela reindex: job {done.id} was cancelled{': ' + done.error if done.error else ''}", file=sys.stderr)
+    return EXIT_CODES.get(status, 1)
+
+
+def _resume_command(args: argparse.Namespace, job: Any) -> str:
+    words = ["vela", "reindex", args.collection, "--resume", job.id]
+    if args.data_dir:
+        words += ["--data-dir", args.data_dir]
+    return " ".join(shlex.quote(w) for w in words)
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"vela reindex: {message}", file=sys.stderr)
+    return code

@@ -31,8 +31,8 @@ MODES = ("dense", "bm25", "hybrid")
 
 
 class UnknownDataset(LookupError):
-    def __init__(self) -> None:
-        super().__init__("gate.dataset: no registered dataset of that name")
+    def __init__(self, message: str = "gate.dataset: no registered dataset of that name") -> None:
+        super().__init__(message)
 
 
 @dataclass(frozen=True)
@@ -42,21 +42,41 @@ class JudgedSet:
 
 
 def dataset_dir(data_dir: Path, name: str, split: str = "test") -> Path:
-    """The folder of a registered dataset with queries and the split's qrels; UnknownDataset for anything else."""
-    if not is_model_name(name) or not is_model_name(split):
+    """The folder of a registered dataset with queries and the split's qrels; UnknownDataset for anything else
+    (for a registered dataset without that split, a message that names the splits it has)."""
+    if not is_model_name(name):
         raise UnknownDataset()
     path = data_dir / DATASETS_DIR / name
     try:
         mode = os.lstat(path).st_mode
-        files = [os.lstat(path / "queries.jsonl").st_mode, os.lstat(path / "qrels" / f"{split}.tsv").st_mode]
+        queries = os.lstat(path / "queries.jsonl").st_mode
         qrels_dir = os.lstat(path / "qrels").st_mode
     except OSError:
         raise UnknownDataset() from None
-    if stat.S_ISLNK(mode) or not stat.S_ISDIR(mode) or stat.S_ISLNK(qrels_dir):
+    # S_ISREG of an lstat: a symlinked file is refused too.
+    if stat.S_ISLNK(mode) or not stat.S_ISDIR(mode) or not stat.S_ISDIR(qrels_dir) or not stat.S_ISREG(queries):
         raise UnknownDataset()
-    if any(not stat.S_ISREG(m) for m in files):  # S_ISREG of an lstat: a symlinked file is refused too
-        raise UnknownDataset()
+    if not is_model_name(split) or not _regular_file(path / "qrels" / f"{split}.tsv"):
+        # The dataset is registered: its own split names are safe to show, and the one asked for when it is a name.
+        asked = repr(split) if is_model_name(split) else "of that name"
+        have = ", ".join(_splits(path / "qrels")) or "none"
+        raise UnknownDataset(f"gate.split: dataset {name!r} has no split {asked} (its splits: {have})")
     return path
+
+
+def _regular_file(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _splits(qrels: Path) -> list[str]:
+    try:
+        names = [p for p in qrels.iterdir() if p.suffix == ".tsv" and is_model_name(p.stem)]
+    except OSError:
+        return []
+    return sorted(p.stem for p in names if _regular_file(p))
 
 
 def judged_set(data_dir: Path, gate: Mapping[str, Any]) -> JudgedSet:

@@ -173,7 +173,7 @@ class ModelRegistry:
         path = self._entry_dir(name)
         found = kind_of(read_config(path))
         if found != kind:
-            raise WrongModelKind(f"{name!r} is {'an' if found == 'embedder' else 'a'} {found}, not a {kind}")
+            raise WrongModelKind(f"{name!r} is {_article(found)} {found}, not {_article(kind)} {kind}")
         return str(path)
 
     def get(self, name: str) -> ModelEntry:
@@ -319,3 +319,7 @@ __all__ = [
     "name_refusal",
     "read_config",
 ]
+
+
+def _article(kind: str) -> str:
+    return "an" if kind[:1] in "aeiou" else "a"

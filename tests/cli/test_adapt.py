@@ -42,7 +42,7 @@ def test_adapt_trains_and_registers_the_model(
     vela = ingest(tmp_path, tiny_embedder_dir)
     monkeypatch.delenv("VELA_MODELS_DIR", raising=False)
     capsys.readouterr()
-    flags = ["--max_minutes", "0.3", "--batch_size", "4", "--depth", "8", "--bf16", "false", "--learning_rate", "0.01"]
+    flags = ["--max_minutes", "0.1", "--batch_size", "4", "--depth", "8", "--bf16", "false", "--learning_rate", "0.01"]
     flags += ["--warmup_steps", "0", "--checkpoint_minutes"]
     assert main(["adapt", "notes", "--out", "notes-adapted", "--data-dir", str(vela), *flags, "0.001"]) == 0
     printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
@@ -66,7 +66,7 @@ def test_adapt_trains_and_registers_the_model(
     assert np.array_equal(adapted.encode_documents(texts), base.encode_documents(texts))
     assert not np.allclose(adapted.encode_queries(texts), base.encode_queries(texts), atol=1e-6)
     # --student: an earlier adaptation, by its registered name, trained further.
-    more = ["--max_minutes", "0.2", "--batch_size", "4", "--depth", "8", "--bf16", "false"]
+    more = ["--max_minutes", "0.1", "--batch_size", "4", "--depth", "8", "--bf16", "false"]
     assert main(["adapt", "notes", "--out", "again", "--student", "notes-adapted", "--data-dir", str(vela), *more]) == 0
     assert ModelRegistry(vela / "models").get("again").training["base_model"] == "notes-adapted"  # type: ignore[index]
     # The two-sided recipe from that asymmetric model: its document side trains, saved as a plain model.

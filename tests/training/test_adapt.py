@@ -119,7 +119,7 @@ def test_the_recipe_reads_no_qrels(tmp_path: Path, tiny_embedder_dir: Path, monk
             "--data-dir",
             str(vela),
             "--max_minutes",
-            "0.2",
+            "0.05",
             "--batch_size",
             "4",
             "--depth",

@@ -1,0 +1,123 @@
+"""What `vela adapt` checks: before it starts work, the name it registers and the student it trains; after
+pseudo-labelling, that the budget leaves time to train. And the work directory a run trains in.
+
+Pseudo-labelling comes first and takes a while (seconds on a tiny collection, minutes on a large one), so every
+argument that can be checked without it is checked before it: a bad one is one line and exit 2, with nothing
+written.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+SAVE_RESERVE_S = 20.0  # of the budget, kept for saving and registering the model
+MIN_TRAIN_S = 10.0  # of the budget, the least training worth registering a model for
+
+
+class BudgetSpent(RuntimeError):
+    """Pseudo-labelling took the time --max_minutes gave the whole run: nothing is trained or registered."""
+
+
+def check_out_name(name: str) -> str | None:
+    """Why `--out NAME` cannot be registered (one line), or None."""
+    from cli.models import models_dir
+    from models.registry import BUILTIN_NAMES, is_model_name
+
+    if name in BUILTIN_NAMES:
+        return f"--out: {name!r} is the built-in model's name: choose another"
+    if not is_model_name(name):
+        return f"--out: {name!r} is not a name a model can take (1-64 letters, digits, '-', '_', '.')"
+    if os.path.lexists(models_dir() / name):
+        return f"--out: a model named {name!r} is registered already"
+    return None
+
+
+def resolve_student(name: str) -> str:
+    """--student as the trainers load it: a built-in name as it is, a registered model's directory, or a model
+    directory. ValueError (one line) for anything that is none of those, is a reranker, or has no torch weights
+    (an ONNX export cannot be trained)."""
+    from cli.models import models_dir
+    from models.loading import ONNX_ALIASES
+    from models.registry import BUILTIN_NAMES, InvalidModelDir, ModelRegistry, UnknownModel, kind_of, read_config
+
+    if name in ONNX_ALIASES:
+        raise _refusal(name, "is the ONNX form of the built-in model, which cannot be trained: use 'default'")
+    if name in BUILTIN_NAMES:
+        return name
+    try:
+        path = ModelRegistry(models_dir()).get(name).path
+    except UnknownModel:
+        path = None
+    except InvalidModelDir as e:
+        raise _refusal(name, f"is a registered model that cannot be used: {e}") from e
+    root = path if path is not None else Path(name).expanduser()
+    if path is None and not root.is_dir():
+        raise _refusal(name, "is neither a registered model (vela models list) nor a model directory")
+    try:
+        kind = kind_of(read_config(root))
+    except InvalidModelDir as e:
+        raise _refusal(name, f"is not a model directory: {e}") from e
+    if kind != "embedder":
+        raise _refusal(name, f"is {'an' if kind[0] in 'aeiou' else 'a'} {kind}, not an embedder")
+    if not any(next(root.glob(p), None) for p in ("*.safetensors", "*.bin", "*.safetensors.index.json")):
+        raise _refusal(name, "has no torch weights (an ONNX export cannot be trained): give the model it came from")
+    return str(root)
+
+
+def _refusal(name: str, why: str) -> ValueError:
+    return ValueError(f"--student: {name!r} {why}")
+
+
+def training_minutes(max_minutes: float, prep_s: float) -> float:
+    """What is left of the budget for training once pseudo-labels are made (`prep_s`) and saving is set aside.
+
+    BudgetSpent when that is under the least worth training: a few steps would register the base model under a
+    new name, and training on regardless would overrun the budget the operator set, so the run stops and says
+    what budget would do. The reserve and the least are a tenth of the budget each where the budget is short
+    (a test's seconds), else SAVE_RESERVE_S and MIN_TRAIN_S."""
+    budget_s = max_minutes * 60.0
+    reserve_s, least_s = min(SAVE_RESERVE_S, 0.1 * budget_s), min(MIN_TRAIN_S, 0.1 * budget_s)
+    left_s = budget_s - prep_s - reserve_s
+    if left_s < least_s:
+        suggest = math.ceil((1.2 * prep_s + SAVE_RESERVE_S + 60.0) / 60.0)  # the labelling again, and a minute
+        raise BudgetSpent(
+            f"pseudo-labelling took {prep_s:.0f} s of the {max_minutes:g}-minute budget (--max_minutes), leaving "
+            f"{max(left_s, 0.0):.0f} s to train ({reserve_s:.0f} s are kept for saving): nothing was trained or "
+            f"registered; run again with --max_minutes {suggest} or more, or fewer pseudo-queries (--max_queries)"
+        )
+    return left_s / 60.0
+
+
+@contextmanager
+def fresh_work_dir(adapt_root: Path, name: str) -> Iterator[Path]:
+    """A new, empty folder for this run to train in, beside `adapt_root / name` (hidden); removed if the block
+    raises (an interrupt too), so a failed run leaves nothing. A finished run moves it to `adapt_root / name`
+    with `settle_work_dir`.
+
+    A run never trains in a folder an earlier run left: the name's model may have been removed and the name
+    adapted again, and a file of the earlier run (its `query_encoder/`, say) would be registered with the new
+    model though nothing in it names that file."""
+    adapt_root.mkdir(parents=True, exist_ok=True)
+    work = adapt_root / f".{name}.run-{uuid.uuid4().hex[:12]}"
+    work.mkdir()
+    try:
+        yield work
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+
+
+def settle_work_dir(work: Path, final: Path) -> Path:
+    """Put a finished run's folder at `final` (the name's work directory), replacing an earlier run's."""
+    if os.path.lexists(final):
+        old = final.with_name(f".{final.name}.old-{uuid.uuid4().hex[:12]}")
+        os.rename(final, old)
+        shutil.rmtree(old, ignore_errors=True)
+    os.rename(work, final)
+    return final
