@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import json
 import os
-import platform
 import shlex
 import socket
 import subprocess
@@ -22,36 +20,13 @@ from typing import Any
 import httpx
 import numpy as np
 
+from velaio.machine import cpu_model, machine  # noqa: F401  (benchmarks import them from here)
+
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def cpu_model() -> dict[str, Any]:
-    """The CPU's name and the vector extensions that decide what is fast on it (bf16 pays only with AVX-512
-    bf16 or AMX)."""
-    name, flags = platform.processor() or "unknown", set()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() == "model name":
-                name = value.strip()
-            elif key.strip() == "flags":
-                flags = set(value.split())
-                break
-    wanted = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
-    return {"model": name, "extensions": [f for f in wanted if f in flags]}
-
-
-def machine() -> dict[str, Any]:
-    return {
-        "cpus": os.cpu_count(),
-        "cpu": cpu_model(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-    }
 
 
 def command() -> str:

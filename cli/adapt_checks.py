@@ -39,35 +39,21 @@ def check_out_name(name: str) -> str | None:
 
 
 def resolve_student(name: str) -> str:
-    """--student as the trainers load it: a built-in name as it is, a registered model's directory, or a model
-    directory. ValueError (one line) for anything that is none of those, is a reranker, or has no torch weights
-    (an ONNX export cannot be trained)."""
-    from cli.models import models_dir
+    """--student as the trainers load it: a built-in name as it is, else the model's folder (registered or given),
+    named as every offline command names a model (cli/model_names.py). ValueError (one line) for what that refuses,
+    and for a model the trainers cannot train: the ONNX form of the built-in, or a folder without torch weights."""
+    from cli.model_names import resolve_model
     from models.loading import ONNX_ALIASES
-    from models.registry import BUILTIN_NAMES, InvalidModelDir, ModelRegistry, UnknownModel, kind_of, read_config
+    from models.registry import BUILTIN_NAMES
 
     if name in ONNX_ALIASES:
         raise _refusal(name, "is the ONNX form of the built-in model, which cannot be trained: use 'default'")
-    if name in BUILTIN_NAMES:
-        return name
-    try:
-        path = ModelRegistry(models_dir()).get(name).path
-    except UnknownModel:
-        path = None
-    except InvalidModelDir as e:
-        raise _refusal(name, f"is a registered model that cannot be used: {e}") from e
-    root = path if path is not None else Path(name).expanduser()
-    if path is None and not root.is_dir():
-        raise _refusal(name, "is neither a registered model (vela models list) nor a model directory")
-    try:
-        kind = kind_of(read_config(root))
-    except InvalidModelDir as e:
-        raise _refusal(name, f"is not a model directory: {e}") from e
-    if kind != "embedder":
-        raise _refusal(name, f"is {'an' if kind[0] in 'aeiou' else 'a'} {kind}, not an embedder")
-    if not any(next(root.glob(p), None) for p in ("*.safetensors", "*.bin", "*.safetensors.index.json")):
+    choice = resolve_model(name, kind="embedder", flag="--student")
+    # A folder, registered or given, must hold torch weights (the built-in's are packaged).
+    torch_weights = ("*.safetensors", "*.bin", "*.safetensors.index.json")
+    if name not in BUILTIN_NAMES and not any(next(Path(choice.load).glob(p), None) for p in torch_weights):
         raise _refusal(name, "has no torch weights (an ONNX export cannot be trained): give the model it came from")
-    return str(root)
+    return choice.load
 
 
 def _refusal(name: str, why: str) -> ValueError:

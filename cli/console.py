@@ -1,10 +1,11 @@
-"""What long CLI commands (`vela adapt`, `vela reindex`) show on the console while they work: one progress bar per
-job that counts documents, a failed job's error once, and the libraries' own chatter kept out of the way.
+"""What long CLI commands (`vela adapt`, `vela reindex`, `vela ingest`, `vela eval`) show on the console while they
+work: one progress bar per job that counts documents, a failed job's error once, and the libraries' own chatter
+kept out of the way.
 
 A bar is drawn on the first report of a size, not before: a job that counts nothing (a promotion, a rollback)
 shows no `0doc` bar, and model loading that happens before the first document does not print between the bar's
 start and its end. It is closed as soon as the count reaches its total, so work after the last document (the
-fusion choice, the gate) cannot make it print a second time with a later elapsed time.
+commit, the fusion choice, the gate) cannot make it print a second time with a later elapsed time.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from cli.ingest import load_documents
+from cli.model_names import ModelChoice, resolve_model
 from velaio.beir import read_corpus, read_qrels, read_queries, read_query_ids
 
 
@@ -43,6 +44,14 @@ def load_eval_data(data: Path, split: str, query_ids: Path | None, settings: Any
         qrels = {q: qrels[q] for q in qids}  # the mean is over these queries only (a missing run counts as 0)
     docs = load_documents(data / "corpus.jsonl", read_corpus(data), settings)
     return EvalData(qrels=qrels, queries=queries, qids=qids, docs=docs)
+
+
+def pick_models(embedder: str | None, rerank: str | None, settings: Any) -> tuple[ModelChoice, ModelChoice | None]:
+    """The embedder (--embedder, else VELA_EMBEDDER) and the reranker (--rerank), named as every offline command
+    names a model (cli/model_names.py); ModelRefused, one line naming the flag, before anything is read."""
+    flag = "--embedder" if embedder else "VELA_EMBEDDER"
+    emb = resolve_model(embedder or settings.embedder, kind="embedder", flag=flag)
+    return emb, resolve_model(rerank, kind="reranker", flag="--rerank") if rerank else None
 
 
 def collection_name(data: Path, model_dir: str, shards: int) -> str:

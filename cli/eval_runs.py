@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+from cli.console import DocumentBar
 from indexing.ingest import run_job
 from indexing.jobs import JobKind
 from indexing.merger import wait_background
@@ -31,13 +32,14 @@ def ingest_dataset(state: Any, name: str, docs: list[dict[str, Any]], *, label: 
     stale = [doc_id for doc_id, _ in coll.scan_metadata(None, SCAN_PAGE) if doc_id not in wanted]
     if stale:  # a document removed from the corpus would still be found, and counted, otherwise
         _run_to_end(state, state.jobs.create(collection=name, kind=JobKind.DELETE, payload=stale).id, batch_size)
-    with tqdm(total=len(docs), desc=f"ingest {label}", unit="doc") as bar:
+    # One bar over every chunk, closed at the last document: the last job's commit and background work, after
+    # it, would otherwise print the bar again with a later time.
+    with DocumentBar(f"ingest {label}") as bar:
         for start in range(0, len(docs), INGEST_CHUNK):
             job = state.jobs.create(collection=name, kind=JobKind.UPSERT, payload=docs[start : start + INGEST_CHUNK])
-            base = bar.n
 
-            def advance(done: int, _total: int, base: int = base) -> None:
-                bar.update(base + done - bar.n)
+            def advance(done: int, _total: int, base: int = start) -> None:
+                bar(base + done, len(docs))
 
             _run_to_end(state, job.id, batch_size, advance)
     return len(stale)
@@ -56,6 +58,17 @@ def _run_to_end(state: Any, job_id: str, batch_size: int, on_progress: Any = Non
     final = state.jobs.get(job_id)
     if final.status != "succeeded":
         raise RuntimeError(f"{final.kind} job {job_id} ended {final.status}: {final.error}")
+
+
+def what_ran(embedder: Any) -> dict[str, str]:
+    """How the embedder that searched ran: its backend and the precision of its query graph or weights, and for an
+    ONNX model whose documents go through another graph, that graph's (the packaged default's int8 export, say)."""
+    backend = str(embedder.config.backend)
+    ran = {"backend": backend, "precision": str(embedder.precision)}
+    documents = getattr(embedder, "document_precision", None)  # the ONNX backend's alone
+    if backend == "onnx" and documents and documents != ran["precision"]:
+        ran["document_precision"] = str(documents)
+    return ran
 
 
 class MemoScores:

@@ -15,17 +15,18 @@ from typing import Any, cast
 
 import numpy as np
 
-from cli.embedder_check import embedder_problem
-from cli.eval_data import EvalData, collection_name, dataset_problem, load_eval_data, other_dataset
+from cli.eval_data import EvalData, collection_name, dataset_problem, load_eval_data, other_dataset, pick_models
 from cli.eval_report import EvalDetail, NamedRun, check_baseline, load_baselines, write_report
 from cli.eval_report import write_run_files as write_trec_runs
-from cli.eval_runs import MemoScores, ingest_dataset, search_mode, time_queries
+from cli.eval_runs import MemoScores, ingest_dataset, search_mode, time_queries, what_ran
+from cli.model_names import ModelRefused
 from models.reranker import CrossEncoder
 from service.documents import get_or_create_collection
 from service.rerank import prepare_rerank
 from service.settings import Settings
 from service.state import build_state
 from velaio.files import write_atomic
+from velaio.machine import machine
 from velaio.measures import MEASURES, score_run
 
 
@@ -48,26 +49,28 @@ def evaluate(
     latency: bool = False,
     loaded: EvalData | None = None,
 ) -> dict[str, Any]:
-    """Ingest `data`, search its queries in each mode and score them. `detail`, when given, receives the runs
-    and judgements (for run files and the report); `latency` adds a pass that times each query alone;
-    `loaded`: the dataset as load_eval_data read it already."""
+    """Ingest `data`, search its queries in each mode and score them. `embedder` and `rerank`: models as the user
+    names them (a registered or built-in name, or a folder; `embedder` None: VELA_EMBEDDER's), and so the results
+    call them. `detail`, when given, receives the runs and judgements (for run files and the report); `latency`
+    adds a pass that times each query alone; `loaded`: the dataset as load_eval_data read it already."""
     t0 = time.time()
     settings = Settings() if precision is None else Settings(precision=precision)
+    emb_choice, rerank_choice = pick_models(embedder, rerank, settings)  # ModelRefused before anything is made
     # What can be refused is refused before anything is created: a bad file or line, ids that match no query.
     loaded = loaded or load_eval_data(data, split, query_ids, settings)
     qrels, queries, qids = loaded.qrels, loaded.queries, loaded.qids
-    update: dict[str, Any] = {"data_dir": workdir or settings.data_dir / "eval"}
-    if embedder:
-        update["embedder"] = embedder
+    # The embedder is the operator's (a name or a directory), set as the process default: not a request's.
+    update = {"data_dir": workdir or settings.data_dir / "eval", "embedder": emb_choice.load}
     settings = settings.model_copy(update=update)
     state = build_state(settings)
     # --rerank: the service's own rerank step (no time budget) on each mode's top N; the metrics without it
-    # are kept as "baseline", and the time it adds per query is reported. Loaded first: a bad name fails here.
+    # are kept as "baseline", and the time it adds per query is reported. Loaded before the ingest.
     step = timed_step = None
-    if rerank:
+    if rerank_choice is not None:
         step = prepare_rerank(
             cache=state.rerankers,
-            model=rerank,
+            model=rerank_choice.load,
+            label=rerank_choice.given,  # what the results call it, not the folder it resolved to
             default_model=None,
             top_n=rerank_top_n,
             max_ms=None,
@@ -79,7 +82,6 @@ def evaluate(
             step = dataclasses.replace(step, encoder=cast(CrossEncoder, MemoScores(step.encoder)))
     model_dir = str(state.embedders.get(settings.embedder).name)
     name = collection_name(data, model_dir, shards)
-    # The embedder is the operator's (a name or a directory), set as the process default: not a request's.
     coll = get_or_create_collection(state=state, name=name, embedder=None, shards=shards)
     removed = ingest_dataset(state, name, loaded.docs, label=data.name, batch_size=settings.ingest_batch_size)
     if removed:
@@ -131,6 +133,7 @@ def evaluate(
             "model": step.model,
             "top_n": rerank_top_n,
             "weight": rerank_weights[0],
+            "backend": "torch",  # rerankers have no other
             "precision": state.rerankers.precision,
             "batch_size": settings.rerank_batch_size,
             "added_latency_ms_p50": {m: round(float(np.percentile(v, 50)), 1) for m, v in added_ms.items() if v},
@@ -150,8 +153,9 @@ def evaluate(
         "queries": len(qids),
         "split": split,
         **({"query_ids": str(query_ids)} if query_ids is not None else {}),
-        "embedder": model_dir,
-        "precision": state.embedders.precision,
+        "embedder": emb_choice.given,  # as named: a machine-local cache path would say nothing elsewhere
+        **what_ran(emb),  # backend and precision of what searched, not the precision setting
+        "machine": machine(),
         **extra,
     }
 
@@ -193,8 +197,10 @@ def main(args: argparse.Namespace) -> int:
     why = refused(args)
     data, query_ids = Path(args.data), Path(args.query_ids) if args.query_ids else None
     settings = Settings() if args.precision is None else Settings(precision=args.precision)
-    flag = "--embedder" if args.embedder else "VELA_EMBEDDER"
-    why = why or _prefixed(flag, embedder_problem(args.embedder or settings.embedder))
+    try:
+        pick_models(args.embedder, args.rerank, settings)
+    except ModelRefused as e:
+        why = why or str(e)
     if why:  # before hours of ingest, not after
         print(f"vela eval: {why}", file=sys.stderr)
         return 2
@@ -281,7 +287,3 @@ def refused(args: argparse.Namespace) -> str | None:
 
 def _modes(args: argparse.Namespace) -> list[str]:
     return [m.strip() for m in args.modes.split(",") if m.strip()]
-
-
-def _prefixed(flag: str, why: str | None) -> str | None:
-    return f"{flag}: {why}" if why else None

@@ -17,10 +17,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from cli.arg_types import positive_int
-from cli.embedder_check import embedder_problem
 from cli.interrupts import GracefulStop
 
 
@@ -83,7 +80,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", required=True, type=Path, help="BEIR folder or JSONL file of documents")
     p.add_argument("--collection", required=True, help="collection name (created when missing)")
     p.add_argument("--shards", type=positive_int, default=None, help="shards of a new collection (default 1)")
-    p.add_argument("--embedder", default=None, help="embedder of a new collection: 'default' or a model directory")
+    p.add_argument(
+        "--embedder", default=None, help="embedder of a new collection: a registered name, 'default', or a model folder"
+    )
     p.add_argument("--ray", default=None, metavar="ADDRESS", help="Ray cluster to embed on (host:port or 'auto')")
     p.add_argument("--data-dir", default=None, help="data directory (default VELA_DATA_DIR or ./.vela)")
     p.add_argument("--max-docs", type=positive_int, default=None, help="only the first N documents")
@@ -93,6 +92,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from cli.console import DocumentBar
+    from cli.model_names import ModelRefused, resolve_model
+    from cli.models import models_dir
     from indexing.ingest import run_job
     from indexing.jobs import JobKind, JobStatus
     from indexing.merger import wait_background
@@ -106,14 +108,19 @@ def main(args: argparse.Namespace) -> int:
         update["ray_address"] = args.ray
         if args.actors is not None:
             update["ray_encoder_actors"] = args.actors
-    if args.embedder:  # the operator's choice (a registry name or a directory), as the process default
-        update["embedder"] = args.embedder
     settings = Settings().model_copy(update=update)
-    # A reranker's folder would load as an encoder and fail only in the job, after its collection was made.
-    why = embedder_problem(args.embedder or settings.embedder)  # VELA_EMBEDDER's, without --embedder
-    if why:
-        print(f"vela ingest: {'--embedder' if args.embedder else 'VELA_EMBEDDER'}: {why}", file=sys.stderr)
+    # Named as every offline command names a model, and checked before a collection is made: a reranker's folder
+    # would load as an encoder and fail only in the job, leaving a collection whose embedder is a reranker.
+    try:
+        flag = "--embedder" if args.embedder else "VELA_EMBEDDER"
+        embedder = resolve_model(
+            args.embedder or settings.embedder, kind="embedder", flag=flag, registry=models_dir(data=args.data_dir)
+        )
+    except ModelRefused as e:
+        print(f"vela ingest: {e}", file=sys.stderr)
         return 2
+    # The operator's choice, as the process default: a registered model's folder is what a collection records.
+    settings = settings.model_copy(update={"embedder": embedder.load})
     try:  # every document checked before a collection is made or a job recorded
         docs = load_documents(args.data, islice(read_documents(args.data), args.max_docs), settings)
     except ValueError as e:  # BadInput, and a BEIR or JSONL file's faults (file and line named)
@@ -121,7 +128,7 @@ def main(args: argparse.Namespace) -> int:
         return 2
     state = build_state(settings)
     coll = get_or_create_collection(state=state, name=args.collection, embedder=None, shards=args.shards)
-    if args.embedder and coll.settings.embedder != str(state.embedders.resolve(args.embedder)):
+    if args.embedder and coll.settings.embedder != str(state.embedders.resolve(embedder.load)):
         print(f"error: collection {args.collection!r} uses embedder {coll.settings.embedder!r}", file=sys.stderr)
         return 2
     if args.ray and not isinstance(coll, ShardedCollection):
@@ -134,10 +141,11 @@ def main(args: argparse.Namespace) -> int:
     # Named at the start, so that an interrupted run can be followed (GET /jobs/{id}) or retried.
     print(f"job {job.id}: {len(docs)} documents into {coll.name!r}", file=sys.stderr)
     stop = GracefulStop("stopping after this batch; what is stored stays searchable")
-    with stop, tqdm(total=len(docs), desc=f"ingest {coll.name}", unit="doc") as bar:
+    # Closed at the last document: the job's commit after it would otherwise print the bar again, later.
+    with stop, DocumentBar(f"ingest {coll.name}") as bar:
 
-        def advance(done: int, _total: int) -> None:
-            bar.update(done - bar.n)
+        def advance(done: int, total: int) -> None:
+            bar(done, total)
             if stop.requested:  # the job stops at its next batch, as a cancel through the API would stop it
                 state.jobs.request_cancel(job.id)
 

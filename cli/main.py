@@ -36,14 +36,19 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument(
         "--no-rescore", action="store_true", help="with --dim 256: rank by the 256-d index alone (no full rescore)"
     )
-    ev.add_argument("--embedder", default=None, help="'default' or a local model directory")
+    ev.add_argument("--embedder", default=None, help="a registered name, 'default', or a model folder")
     ev.add_argument("--split", default="test", help="qrels split (default test)")
     ev.add_argument("--json", dest="json_out", default=None, help="write the results JSON here")
     ev.add_argument("--workdir", default=None, help="where the eval collection lives (default <data dir>/eval)")
     ev.add_argument(
         "--shards", type=positive_int, default=1, help="evaluate a collection of this many shards (default 1)"
     )
-    ev.add_argument("--rerank", default=None, metavar="DIR", help="rerank each mode's top N with this reranker")
+    ev.add_argument(
+        "--rerank",
+        default=None,
+        metavar="MODEL",
+        help="rerank each mode's top N with this reranker (a registered name or a folder)",
+    )
     ev.add_argument("--rerank-top-n", type=positive_int, default=50, help="hits the reranker rescores (default 50)")
     ev.add_argument(
         "--rerank-weight",
@@ -260,6 +265,7 @@ def _export_onnx(args: argparse.Namespace) -> int:
 def _train(args: argparse.Namespace) -> int:
     import importlib
 
+    from cli.model_names import train_args_with_folders
     from cli.models import check_register_name, register_trained, take_register_flag
     from models.device import DeviceError, pin_visible_device, resolve_device, resolve_precision
     from training.cli_args import device_flags
@@ -279,7 +285,13 @@ def _train(args: argparse.Namespace) -> int:
         print(f"vela train: {e}", file=sys.stderr)
         return 2
     # The reranker recipe has its own --precision flag; the others take HF's --bf16.
-    argv = device_flags(recipe_args, device=device, precision=precision, precision_flag=args.recipe == "reranker")
+    # A registered name where a recipe wants a model folder: its folder (the saved command keeps the name).
+    argv = device_flags(
+        train_args_with_folders(recipe_args),
+        device=device,
+        precision=precision,
+        precision_flag=args.recipe == "reranker",
+    )
     module = importlib.import_module(RECIPES[args.recipe][0])
     sys.argv = [f"vela train {args.recipe}", *recipe_args]  # what the saved arguments record as the command
     status = int(module.main(argv) or 0)

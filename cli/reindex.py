@@ -29,7 +29,7 @@ EXIT_CODES = {"succeeded": 0, "failed": 1, "cancelled": 130}
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("collection", help="collection (or alias) to reindex")
     what = p.add_mutually_exclusive_group(required=True)
-    what.add_argument("--embedder", help="the new generation's embedder: a registry name (vela models list)")
+    what.add_argument("--embedder", help="the new generation's embedder: a registered name (vela models list)")
     what.add_argument("--promote-ready", action="store_true", help="promote the generation a manual reindex built")
     what.add_argument("--rollback", action="store_true", help="switch back to the previous generation")
     what.add_argument("--resume", metavar="JOB_ID", help="run an interrupted generation job to its end")
@@ -63,6 +63,13 @@ def main(args: argparse.Namespace) -> int:
     from service.settings import Settings
     from service.state import build_state
 
+    if args.embedder:  # a registered name only (the server records it): a folder is told how to become one
+        from cli.model_names import registered_only
+        from cli.models import models_dir
+
+        why = registered_only(args.embedder, flag="--embedder", registry=models_dir(data=args.data_dir))
+        if why:
+            return _fail(why, 2)
     settings = Settings(data_dir=Path(args.data_dir)) if args.data_dir else Settings()
     state = build_state(settings)
     try:

@@ -69,4 +69,4 @@ def test_a_reranker_is_refused_as_the_embedder(tmp_path: Path, capsys: pytest.Ca
     data, reranker = write_beir(tmp_path / "mini"), make_reranker("bert", tmp_path / "rr")
     capsys.readouterr()  # the fixture's own progress bars
     err = _refused(["--data", str(data), "--embedder", str(reranker)], tmp_path / "work", capsys)
-    assert f"--embedder: '{reranker}' is a reranker (model_type 'vela_reranker'), not an embedder" in err
+    assert f"--embedder: '{reranker}' is a reranker, not an embedder" in err

@@ -163,7 +163,5 @@ def test_a_reranker_is_refused_as_the_embedder(tmp_path: Path, capsys: pytest.Ca
     vela = tmp_path / "vela"
     args = ["ingest", "--data", str(data), "--data-dir", str(vela), "--collection", "c", "--embedder", str(reranker)]
     assert main(args) == 2
-    assert capsys.readouterr().err == (
-        f"vela ingest: --embedder: '{reranker}' is a reranker (model_type 'vela_reranker'), not an embedder\n"
-    )
+    assert capsys.readouterr().err == (f"vela ingest: --embedder: '{reranker}' is a reranker, not an embedder\n")
     assert not vela.exists()  # no collection whose embedder is a reranker

@@ -81,3 +81,21 @@ def test_train_register_puts_the_trained_model_in_the_registry(
     assert entry.kind == "embedder" and entry.dims == 32
     assert entry.training is not None and "--register" not in entry.training["command"]
     assert entry.training["steps"] == 1
+
+
+def test_train_starts_from_a_registered_model_by_name(
+    tmp_path: Path, tiny_embedder_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VELA_MODELS_DIR", str(tmp_path / "models"))
+    ModelRegistry(tmp_path / "models").register("tiny", tiny_embedder_dir)
+    corpus = write_topic_corpus(tmp_path / "corpus")
+    out = tmp_path / "out"
+    argv = [
+        "train", "contrastive", "--out", str(out), "--model", "tiny", "--surrogate=tiny",
+        "--pairs", f"mine:{corpus}", "--doc_max_length", "32", "--batch_size", "6", "--max_steps", "1",
+    ]  # fmt: skip
+    monkeypatch.setattr("sys.argv", ["vela", *argv])
+    monkeypatch.chdir(tmp_path)  # no folder named "tiny" here: the name is the registry's
+    assert vela(argv) == 0
+    record = json.loads((out / "training_args.json").read_text())
+    assert "--model tiny" in record["command"]  # the command as typed, the name kept

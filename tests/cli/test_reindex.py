@@ -44,7 +44,7 @@ def test_reindex_promote_rollback_and_gate(
     assert main([*base, "--promote-ready"]) == 2  # nothing waits
     assert "no finished generation" in capsys.readouterr().err
     assert main([*base, "--embedder", "../tiny2"]) == 2
-    assert "no registered model of that name" in capsys.readouterr().err
+    assert "--embedder: no registered model named '../tiny2' (`vela models list`" in capsys.readouterr().err
     assert main([*base, "--embedder", "tiny2", "--gate", "missing"]) == 2
 
     # Manual: built, then promoted on its own command.
