@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,17 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BEIR_DIR = Path(os.environ.get("VELA_BEIR_DIR", REPO_ROOT.parent / "shared" / "data" / "beir"))
+
+
+@pytest.fixture(autouse=True)
+def _root_logging_restored() -> Iterator[None]:
+    """A test that runs `vela serve` or `vela worker` in this process configures the root logger (JSON lines on
+    stderr, INFO): put it back, so that later tests see the command-line output they run and nothing more."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 @pytest.fixture(scope="session")
