@@ -9,6 +9,7 @@ import contextlib
 import json
 import re
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -77,3 +78,35 @@ def remove_if_empty(folder: Path) -> None:
     """A run that stopped before saving anything leaves no folder behind."""
     with contextlib.suppress(OSError):  # rmdir refuses a folder that holds anything
         folder.rmdir()
+
+
+@contextlib.contextmanager
+def no_empty_out(out: Path) -> Iterator[None]:
+    """Around a recipe's training: an interrupt or a failure before anything was saved removes the `--out`
+    folder the run made (the Trainer makes it as it starts); one that was there before stays."""
+    made = not out.exists()
+    try:
+        yield
+    except BaseException:
+        if made:
+            remove_if_empty(out)
+        raise
+
+
+def drop_default_checkpoints(out: Path, given: set[str]) -> None:
+    """Once the finished model is saved: the checkpoints saved by default go, while those the user asked for
+    (`given`, the flags the command line set, names one of CHECKPOINT_FLAGS) stay."""
+    if not given & set(CHECKPOINT_FLAGS):
+        drop_checkpoints(out)
+
+
+def resume_fits(checkpoint: str) -> Any:
+    """A callback that stops a resumed run whose step count differs from the checkpoint's (see
+    check_resume_fits): the Trainer knows the count only once it starts."""
+    from transformers import TrainerCallback
+
+    class ResumeFits(TrainerCallback):
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            check_resume_fits(checkpoint, state.max_steps)
+
+    return ResumeFits()

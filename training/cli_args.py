@@ -114,11 +114,11 @@ def device_flags(argv: Sequence[str], *, device: str, precision: str, precision_
     return argv + flags
 
 
-def _recipe_parser(recipe_cls: type, prog: str) -> Any:
-    """HfArgumentParser for the recipe and TrainingArguments, plus `--out`, `--config` and `--register`
-    (the last two are handled before parsing; they are here for `--help`). Abbreviated flags are refused:
+def _recipe_parser(types: tuple[type, ...], prog: str) -> Any:
+    """HfArgumentParser for the recipe's dataclasses (TrainingArguments last), plus `--out`, `--config` and
+    `--register` (the last two are handled before parsing; they are here for `--help`). Abbreviated flags are refused:
     `--out=DIR` must not read as an ambiguous prefix of `--output_dir`, nor a typo as some other flag."""
-    from transformers import HfArgumentParser, TrainingArguments
+    from transformers import HfArgumentParser
 
     class RecipeParser(HfArgumentParser):
         def error(self, message: str) -> NoReturn:
@@ -126,7 +126,7 @@ def _recipe_parser(recipe_cls: type, prog: str) -> Any:
             raise SystemExit(2)
 
     parser = RecipeParser(
-        (recipe_cls, TrainingArguments),  # type: ignore[arg-type]
+        types,  # type: ignore[arg-type]
         prog=prog,
         usage=f"{prog} --out DIR [--config FILE] [--register NAME] [flags]",
         allow_abbrev=False,
@@ -171,9 +171,27 @@ def parse_recipe_args(
     checkpoint folder here. Other recipes refuse the flag. Bad arguments exit 2 with one line."""
     from transformers import TrainingArguments
 
+    recipe, targs = parse_dataclasses(
+        (recipe_cls, TrainingArguments), argv, prog=prog, base=TRAINING_DEFAULTS, defaults=defaults, resumable=resumable
+    )
+    return recipe, targs
+
+
+def parse_dataclasses(
+    types: tuple[type, ...],
+    argv: Sequence[str],
+    *,
+    prog: str,
+    base: dict[str, Any] | None = None,
+    defaults: dict[str, Any] | None = None,
+    resumable: bool = False,
+) -> tuple[Any, ...]:
+    """One instance of each of `types`, the last a TrainingArguments (sub)class, read as parse_recipe_args
+    reads them; `base` holds the defaults the checkpoint ones (when `resumable`) and then `defaults` override.
+    For a recipe whose flags span several dataclasses (the reranker's model, data and training ones)."""
     argv = expand_config(argv)
-    parser = _recipe_parser(recipe_cls, prog)
-    merged = {**TRAINING_DEFAULTS, **(CHECKPOINT_DEFAULTS if resumable else {}), **(defaults or {})}
+    parser = _recipe_parser(types, prog)
+    merged = {**(base or {}), **(CHECKPOINT_DEFAULTS if resumable else {}), **(defaults or {})}
     known = {a.dest for a in parser._actions}
     if unknown := sorted(set(merged) - known):  # argparse would ignore them silently
         raise ValueError(f"defaults name no flag of {prog}: {unknown}")
@@ -185,14 +203,15 @@ def parse_recipe_args(
     if "output_dir" not in given:
         parser.error("--out DIR is required: the folder the trained model is written to")
     ns = vars(namespace)
+    fields = [{f.name for f in dataclasses.fields(t) if f.init} for t in types]
     try:
-        if "batch_size" in {f.name for f in dataclasses.fields(recipe_cls)}:  # type: ignore[arg-type]
+        if any("batch_size" in names for names in fields):
             _one_batch_size(ns, given)
-        recipe = recipe_cls(**{f.name: ns[f.name] for f in dataclasses.fields(recipe_cls) if f.init})  # type: ignore[arg-type]
-        targs = TrainingArguments(**{f.name: ns[f.name] for f in dataclasses.fields(TrainingArguments) if f.init})
+        parsed = tuple(t(**{name: ns[name] for name in names}) for t, names in zip(types, fields, strict=True))
+        targs = parsed[-1]
         if wants_resume(targs.resume_from_checkpoint) and not resumable:
             raise ValueError("this recipe cannot resume a run yet: drop --resume_from_checkpoint")
         targs.resume_from_checkpoint = resolve_resume(targs.resume_from_checkpoint, str(targs.output_dir))
     except ValueError as e:
         parser.error(str(e))
-    return recipe, targs
+    return parsed

@@ -17,44 +17,48 @@ from pathlib import Path
 
 
 def main(argv: Sequence[str]) -> int:
-    from transformers import AutoTokenizer, DataCollatorForLanguageModeling, set_seed
+    from transformers import AutoTokenizer, set_seed
 
     from models import EmbedderConfig, resolve_model_dir
     from models.condenser import CondenserForPretraining
-    from training.cli_args import parse_recipe_args
+    from training.checkpoints import drop_default_checkpoints, no_empty_out, resume_fits
+    from training.cli_args import given_flag_names, parse_recipe_args
     from training.condenser.arguments import CONDENSER_TRAINING_DEFAULTS, CondenserArguments
     from training.condenser.dataset import PassageDataset, chunk_corpora, split_held_out
-    from training.condenser.trainer import CondenserTrainer, held_out_mlm_loss
+    from training.condenser.trainer import CondenserTrainer, PassageMasker, held_out_mlm_loss
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     log = logging.getLogger("vela.train")
     cargs, targs = parse_recipe_args(
-        CondenserArguments, argv, prog="vela train condenser", defaults=CONDENSER_TRAINING_DEFAULTS
+        CondenserArguments, argv, prog="vela train condenser", defaults=CONDENSER_TRAINING_DEFAULTS, resumable=True
     )
-    set_seed(targs.seed)
-    root = resolve_model_dir(cargs.model)
-    tokenizer = AutoTokenizer.from_pretrained(root, local_files_only=True)
-    chunks = chunk_corpora(cargs.corpus, tokenizer, max_length=cargs.max_length, min_tokens=cargs.min_tokens)
-    train, held = split_held_out(chunks, fraction=cargs.eval_fraction, cap=cargs.max_eval_passages, seed=targs.seed)
-    model = CondenserForPretraining.from_backbone(
-        root, early_layers=cargs.early_layers, head_layers=cargs.head_layers, weight=cargs.backbone_mlm_weight
-    )
-    before = held_out_mlm_loss(model, held, tokenizer, probability=cargs.mlm_probability)
-    log.info("%d passages (%d held out); held-out MLM loss before %s", len(chunks), len(held), before)
-    trainer = CondenserTrainer(
-        model=model,
-        args=targs,
-        train_dataset=PassageDataset(train),
-        data_collator=DataCollatorForLanguageModeling(tokenizer, mlm_probability=cargs.mlm_probability),
-        processing_class=tokenizer,
-    )
-    t0 = time.time()
-    trainer.train()
-    seconds = time.time() - t0
+    out = Path(targs.output_dir)
+    with no_empty_out(out):
+        set_seed(targs.seed)
+        root = resolve_model_dir(cargs.model)
+        tokenizer = AutoTokenizer.from_pretrained(root, local_files_only=True)
+        chunks = chunk_corpora(cargs.corpus, tokenizer, max_length=cargs.max_length, min_tokens=cargs.min_tokens)
+        train, held = split_held_out(chunks, fraction=cargs.eval_fraction, cap=cargs.max_eval_passages, seed=targs.seed)
+        model = CondenserForPretraining.from_backbone(
+            root, early_layers=cargs.early_layers, head_layers=cargs.head_layers, weight=cargs.backbone_mlm_weight
+        )
+        before = held_out_mlm_loss(model, held, tokenizer, probability=cargs.mlm_probability)
+        log.info("%d passages (%d held out); held-out MLM loss before %s", len(chunks), len(held), before)
+        resume = targs.resume_from_checkpoint
+        trainer = CondenserTrainer(
+            model=model,
+            args=targs,
+            train_dataset=PassageDataset(train),
+            data_collator=PassageMasker(tokenizer, mlm_probability=cargs.mlm_probability, seed=targs.seed),
+            processing_class=tokenizer,
+            callbacks=[resume_fits(resume)] if resume else None,
+        )
+        t0 = time.time()
+        trainer.train(resume_from_checkpoint=resume)
+        seconds = time.time() - t0
     after = held_out_mlm_loss(model, held, tokenizer, probability=cargs.mlm_probability)
     log.info("held-out MLM loss after %s", after)
 
-    out = Path(targs.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     model.backbone().save_pretrained(out)  # the head is dropped: a plain encoder
     tokenizer.save_pretrained(out)
@@ -75,5 +79,6 @@ def main(argv: Sequence[str]) -> int:
     tmp = out / "training_args.json.tmp"
     tmp.write_text(json.dumps(record, indent=2, default=str))
     tmp.replace(out / "training_args.json")
+    drop_default_checkpoints(out, given_flag_names(argv))
     print(json.dumps({"out": str(out), "steps": record["steps"], "held_out_mlm_loss": record["held_out_mlm_loss"]}))
     return 0

@@ -40,12 +40,14 @@ def split_held_out(
     return [c for i, c in enumerate(chunks) if i not in held], [chunks[i] for i in sorted(held)]
 
 
-class PassageDataset(Dataset[dict[str, list[int]]]):
+class PassageDataset(Dataset[dict[str, Any]]):
+    """Passages with their index, which seeds their masks (training/condenser/trainer.py `PassageMasker`)."""
+
     def __init__(self, chunks: list[list[int]]) -> None:
         self.chunks = chunks
 
     def __len__(self) -> int:
         return len(self.chunks)
 
-    def __getitem__(self, i: int) -> dict[str, list[int]]:
-        return {"input_ids": self.chunks[i]}
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        return {"input_ids": self.chunks[i], "index": i}

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+import hashlib
+import os
+from typing import Any, cast
 
 import torch
+from safetensors.torch import load_model, save_model
 from torch import nn
 from transformers import DataCollatorForLanguageModeling, Trainer
+from transformers.utils import SAFE_WEIGHTS_NAME
 
 from models.condenser import CondenserForPretraining
 
@@ -39,6 +43,37 @@ class CondenserTrainer(Trainer):
             self._parts.zero_()
             self._count = 0
         super().log(logs, start_time)
+
+    def _save(self, output_dir: str | None = None, state_dict: dict[str, Any] | None = None) -> None:
+        """A checkpoint's weights. `save_pretrained` refuses this model (`mlm_head` is `mlm.cls` under a second
+        name, and W is the word-embedding matrix), so each shared tensor is written once, under one of its
+        names. The finished model is saved by the recipe, head dropped."""
+        folder = str(output_dir or self.args.output_dir)
+        os.makedirs(folder, exist_ok=True)
+        save_model(self.accelerator.unwrap_model(self.model), os.path.join(folder, SAFE_WEIGHTS_NAME))
+
+    def _load_from_checkpoint(self, resume_from_checkpoint: str, model: nn.Module | None = None) -> None:
+        # Strictly, each alias `_save` left out filled from the tensor it shares (the Trainer's own loading
+        # would warn of every one of them as missing).
+        target = cast(nn.Module, model if model is not None else self.model)
+        load_model(target, os.path.join(resume_from_checkpoint, SAFE_WEIGHTS_NAME), device="cpu")
+
+
+class PassageMasker(DataCollatorForLanguageModeling):
+    """BERT masking of a batch of PassageDataset items, drawn from a generator seeded by the run's seed and the
+    batch's passage indices rather than from the global RNG. The Trainer's data loader collates a batch ahead
+    of the step that trains it, and a resumed run restores the RNG state only after that look-ahead: masks from
+    the global RNG would differ from an uninterrupted run's. Each epoch shuffles the passages into other
+    batches, so they still get new masks every epoch."""
+
+    def __init__(self, tokenizer: Any, *, mlm_probability: float, seed: int) -> None:
+        super().__init__(tokenizer, mlm_probability=mlm_probability)
+        self.run_seed = seed
+
+    def torch_call(self, examples: list[Any]) -> dict[str, Any]:
+        batch = repr((self.run_seed, [e["index"] for e in examples])).encode()
+        self.generator = torch.Generator().manual_seed(int.from_bytes(hashlib.blake2b(batch, digest_size=7).digest()))
+        return super().torch_call([{"input_ids": e["input_ids"]} for e in examples])  # type: ignore[no-any-return]
 
 
 @torch.no_grad()

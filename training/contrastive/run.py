@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from training.checkpoints import CHECKPOINT_FLAGS, check_resume_fits, drop_checkpoints, remove_if_empty
+from training.checkpoints import CHECKPOINT_FLAGS, drop_checkpoints, remove_if_empty, resume_fits
 from training.cli_args import given_flag_names, parse_recipe_args
 
 
@@ -102,23 +102,11 @@ def _fit(cargs: Any, targs: Any, *, build: Callable[[Any], tuple[Any, Any, Any]]
         plan=plan,
         loss_fn=loss_fn,
         cargs=cargs,
-        callbacks=[_resume_fits(resume)] if resume else None,
+        callbacks=[resume_fits(resume)] if resume else None,
     )
     t0 = time.time()
     trainer.train(resume_from_checkpoint=resume)
     return _Trained(model, tokenizer, emb_config, trainer, plan, data, time.time() - t0)
-
-
-def _resume_fits(checkpoint: str) -> Any:
-    """A callback that stops a resumed run whose step count differs from the checkpoint's (see
-    check_resume_fits): the Trainer knows the count only once it starts."""
-    from transformers import TrainerCallback
-
-    class ResumeFits(TrainerCallback):
-        def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            check_resume_fits(checkpoint, state.max_steps)
-
-    return ResumeFits()
 
 
 def teacher_step(data: Any, cargs: Any, seed: int) -> tuple[Any, Any]:

@@ -86,16 +86,11 @@ class RerankerTrainingArguments(TrainingArguments):
     num_train_epochs: float = field(default=1.0, metadata={"help": "epochs (the paper trains one)"})
     per_device_train_batch_size: int = field(default=8, metadata={"help": "queries per step (each 1 + negatives docs)"})
     logging_steps: float = field(default=10, metadata={"help": "log every N steps"})
-    save_strategy: str = field(default="no", metadata={"help": "no: only the final model is written to --out"})
     report_to: None | str | list[str] = field(default="none", metadata={"help": "integrations to report to"})
     remove_unused_columns: bool = field(default=False, metadata={"help": "keep every collated tensor"})
     precision: str = field(default="auto", metadata={"help": f"{PRECISIONS}: auto is bf16 on CUDA, fp32 on CPU"})
 
     def __post_init__(self) -> None:
-        from training.checkpoints import wants_resume
-
-        if wants_resume(self.resume_from_checkpoint):  # the recipe's train() call does not pass it on
-            raise ValueError("this recipe cannot resume a run yet: drop --resume_from_checkpoint")
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
         if self.precision == "auto":

@@ -9,47 +9,97 @@ it was trained with) that `vela eval` and the service load as an embedder, plus 
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import shlex
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 def _method(argv: Sequence[str]) -> str:
-    """The --method the command line (or its --config file) asks for: it picks the training-loop defaults."""
-    from training.cli_args import _config_to_flags
+    """The --method the command line (or its --config file, in either form) asks for: it picks the
+    training-loop defaults, so it is read before the recipe's arguments are."""
+    from training.cli_args import expand_config
 
-    flags = list(argv)
-    if "--config" in flags:
-        flags = _config_to_flags(Path(flags[flags.index("--config") + 1])) + flags
-    method = "revela"
-    for i, flag in enumerate(flags[:-1]):
-        if flag == "--method":
-            method = flags[i + 1]
-    return method
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument("--method", default="revela")
+    known, _ = parser.parse_known_args(expand_config(argv))
+    return str(known.method)
 
 
 def main(argv: Sequence[str]) -> int:
+    from training.checkpoints import drop_default_checkpoints, no_empty_out
+    from training.cli_args import given_flag_names, parse_recipe_args
+    from training.revela.arguments import REPLUG_TRAINING_DEFAULTS, REVELA_TRAINING_DEFAULTS, RevelaArguments
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    defaults = REPLUG_TRAINING_DEFAULTS if _method(argv) == "replug" else REVELA_TRAINING_DEFAULTS
+    cargs, targs = parse_recipe_args(RevelaArguments, argv, prog="vela train revela", defaults=defaults, resumable=True)
+    out = Path(targs.output_dir)
+    with no_empty_out(out):
+        run = _fit(cargs, targs)
+
+    out.mkdir(parents=True, exist_ok=True)
+    run.model.save_retriever(out, run.rtok, run.emb_config)
+    if cargs.save_lm and cargs.method != "replug":
+        run.model.save_lm(out / "lm", run.ltok)
+    trainer = run.trainer
+    history = [h for h in trainer.state.log_history if "loss" in h]
+    record = {
+        "command": " ".join([sys.argv[0], *(shlex.quote(a) for a in sys.argv[1:])]),
+        "recipe_args": cargs.__dict__,
+        "training_args": json.loads(targs.to_json_string()),
+        "documents": run.documents,
+        "chunks": len(run.data.chunks),
+        "batches": len(run.data.batches),
+        "steps": trainer.state.global_step,
+        "loss_first": history[0]["loss"] if history else None,
+        "loss_last": history[-1]["loss"] if history else None,
+        "log_history": trainer.state.log_history,
+        "train_seconds": round(run.seconds, 1),
+        "stopped_by_time_budget": bool(run.budget and run.budget.stopped_early),
+        "finished_at": time.time(),
+    }
+    tmp = out / "training_args.json.tmp"
+    tmp.write_text(json.dumps(record, indent=2, default=str))
+    tmp.replace(out / "training_args.json")
+    drop_default_checkpoints(out, given_flag_names(argv))
+    summary = {"out": str(out), "method": cargs.method, "steps": record["steps"], "loss_last": record["loss_last"]}
+    print(json.dumps(summary))
+    return 0
+
+
+@dataclass
+class _Trained:
+    model: Any
+    rtok: Any
+    ltok: Any
+    emb_config: Any
+    trainer: Any
+    data: Any
+    documents: int
+    budget: Any
+    seconds: float
+
+
+def _fit(cargs: Any, targs: Any) -> _Trained:
+    """Read and batch the corpus, build retriever and LM, train (from the checkpoint, when resuming)."""
     import torch
     from transformers import set_seed
 
-    from training.cli_args import parse_recipe_args
-    from training.revela.arguments import REPLUG_TRAINING_DEFAULTS, REVELA_TRAINING_DEFAULTS, RevelaArguments
+    from training.checkpoints import resume_fits
     from training.revela.dataset import BatchOrder, ChunkDataset, RevelaCollator, build_batches, read_corpus
     from training.revela.modeling import RetrieverLM, RevelaModel, load_lm, load_retriever
     from training.revela.replug import ReplugCollator, ReplugModel
     from training.revela.trainer import RevelaTrainer
     from training.time_budget import TimeBudgetCallback
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    log = logging.getLogger("vela.train")
-    defaults = REPLUG_TRAINING_DEFAULTS if _method(argv) == "replug" else REVELA_TRAINING_DEFAULTS
-    cargs, targs = parse_recipe_args(RevelaArguments, argv, prog="vela train revela", defaults=defaults)
     set_seed(targs.seed)
-
     documents = [doc for source in cargs.corpus for doc in read_corpus(source, max_docs=cargs.max_docs)]
     data = build_batches(
         documents,
@@ -61,6 +111,7 @@ def main(argv: Sequence[str]) -> int:
         max_batches=cargs.max_batches,
         seed=targs.seed,
     )
+    log = logging.getLogger("vela.train")
     log.info("%d documents, %d chunks, %d batches", len(documents), len(data.chunks), len(data.batches))
 
     retriever, rtok, emb_config = load_retriever(cargs)
@@ -89,45 +140,19 @@ def main(argv: Sequence[str]) -> int:
     else:
         model = RevelaModel(retriever, lm, temperature=cargs.temperature, eps=cargs.v_norm_eps)
     budget = TimeBudgetCallback(cargs.max_minutes) if cargs.max_minutes else None
+    resume = targs.resume_from_checkpoint
+    callbacks = [c for c in (budget, resume_fits(resume) if resume else None) if c is not None]
     trainer = RevelaTrainer(
         model=model,
         args=targs,
         train_dataset=ChunkDataset(data),
         data_collator=collator,
         batch_order=BatchOrder(data.batches, targs.seed),
-        callbacks=[budget] if budget else None,
+        callbacks=callbacks or None,
     )
     t0 = time.time()
-    trainer.train()
-    seconds = time.time() - t0
-
-    out = Path(targs.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    model.save_retriever(out, rtok, emb_config)
-    if cargs.save_lm and not replug:
-        model.save_lm(out / "lm", ltok)
-    history = [h for h in trainer.state.log_history if "loss" in h]
-    record = {
-        "command": " ".join([sys.argv[0], *(shlex.quote(a) for a in sys.argv[1:])]),
-        "recipe_args": cargs.__dict__,
-        "training_args": json.loads(targs.to_json_string()),
-        "documents": len(documents),
-        "chunks": len(data.chunks),
-        "batches": len(data.batches),
-        "steps": trainer.state.global_step,
-        "loss_first": history[0]["loss"] if history else None,
-        "loss_last": history[-1]["loss"] if history else None,
-        "log_history": trainer.state.log_history,
-        "train_seconds": round(seconds, 1),
-        "stopped_by_time_budget": bool(budget and budget.stopped_early),
-        "finished_at": time.time(),
-    }
-    tmp = out / "training_args.json.tmp"
-    tmp.write_text(json.dumps(record, indent=2, default=str))
-    tmp.replace(out / "training_args.json")
-    summary = {"out": str(out), "method": cargs.method, "steps": record["steps"], "loss_last": record["loss_last"]}
-    print(json.dumps(summary))
-    return 0
+    trainer.train(resume_from_checkpoint=resume)
+    return _Trained(model, rtok, ltok, emb_config, trainer, data, len(documents), budget, time.time() - t0)
 
 
 def main_replug(argv: Sequence[str]) -> int:

@@ -159,6 +159,10 @@ class BatchOrder(torch.utils.data.Sampler[list[int]]):
     def __len__(self) -> int:
         return len(self.batches)
 
+    def set_epoch(self, epoch: int) -> None:
+        """The Trainer names the epoch: a run resumed in epoch 2 gets that epoch's order, not the first's."""
+        self.epoch = epoch
+
     def __iter__(self) -> Iterator[list[int]]:
         order = list(range(len(self.batches)))
         random.Random(self.seed + self.epoch).shuffle(order)
