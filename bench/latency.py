@@ -52,13 +52,13 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
 SERVER_PIDS: dict[str, int] = {}  # base URL -> the server process, for its CPU time
 
 
-def _cpu_ticks(pid: int) -> int:
+def cpu_ticks(pid: int) -> int:
     """utime + stime of a process and of every process under it (`vela serve`'s API processes)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         ticks = int(fields[11]) + int(fields[12])
         for task in Path(f"/proc/{pid}/task").iterdir():
-            ticks += sum(_cpu_ticks(int(c)) for c in (task / "children").read_text().split())
+            ticks += sum(cpu_ticks(int(c)) for c in (task / "children").read_text().split())
     except OSError:
         return 0
     return ticks
@@ -69,7 +69,7 @@ def server_cpu_s(base: str) -> float:
     elsewhere)."""
     if base not in SERVER_PIDS:
         return 0.0
-    return _cpu_ticks(SERVER_PIDS[base]) / os.sysconf("SC_CLK_TCK")
+    return cpu_ticks(SERVER_PIDS[base]) / os.sysconf("SC_CLK_TCK")
 
 
 @contextmanager
