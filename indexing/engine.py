@@ -19,6 +19,7 @@ import numpy as np
 
 from indexing import stage_clock
 from indexing.bm25 import tokenize
+from indexing.facets import FacetCount, top_values
 from indexing.filters import Node
 from indexing.manifest import RETRIES, ManifestError, current_version
 from indexing.postings import TermStats, okapi_mean_idf
@@ -64,6 +65,9 @@ class ShardSearcher:
 
     def count(self, version: int, node: Node | None) -> int:
         return self.view(version).count(node)
+
+    def facet(self, version: int, node: Node | None, key: str, kind: str) -> dict[Any, int]:
+        return self.view(version).facet(node, key, kind)
 
     def rank(
         self,
@@ -195,15 +199,29 @@ def _search(
     return out
 
 
-def count(coll: Published, fanout: Fanout, node: Node | None) -> int:
-    """Documents of the published index with a live passage that passes the filter (each document lives in
-    one shard, so the shards' counts add up)."""
+def _on_shards(coll: Published, fanout: Fanout, method: str, kw: dict[str, Any]) -> list[Any]:
+    """One call per shard on the published manifests; retried on the manifests read again when a merge removed
+    a segment under it."""
     for attempt in range(RETRIES):
         versions = coll.published_versions() if attempt == 0 else coll.read_versions()
         try:
-            return sum(fanout.call(coll.shard_refs(), "count", [{"version": v, "node": node} for v in versions]))
+            return fanout.call(coll.shard_refs(), method, [{"version": v, **kw} for v in versions])
         except (ManifestError, SegmentError, FileNotFoundError):
             if attempt == RETRIES - 1:
                 raise
             time.sleep(0.01 * (attempt + 1))
     raise AssertionError("unreachable")
+
+
+def count(coll: Published, fanout: Fanout, node: Node | None) -> int:
+    """Documents of the published index with a live passage that passes the filter (each document lives in
+    one shard, so the shards' counts add up)."""
+    return sum(_on_shards(coll, fanout, "count", {"node": node}))
+
+
+def facet(
+    coll: Published, fanout: Fanout, node: Node | None, key: str, kind: str, limit: int
+) -> tuple[list[FacetCount], int]:
+    """The `limit` values of a declared field held by the most documents of the published index that pass the
+    filter, with their counts, and the number of distinct values (indexing/facets.py)."""
+    return top_values(_on_shards(coll, fanout, "facet", {"node": node, "key": key, "kind": kind}), limit)

@@ -33,6 +33,7 @@ class Column:
     present: np.ndarray  # (n,) bool: the field holds at least one value of its type
     null: np.ndarray  # (n,) bool: the field is there and null
     vocab: Mapping[str, int] = field(default_factory=dict)  # keyword -> code
+    labels: tuple[str, ...] = ()  # code -> keyword (facets name values; made here, not on a request)
 
     @classmethod
     def build(cls, metadata: Sequence[Mapping[str, Any]], key: str, kind: str) -> Column:
@@ -57,7 +58,7 @@ class Column:
         present = np.zeros(n, bool)
         present[row_of] = True
         values = np.asarray(vals, np.float64 if kind == "float" else np.int64)
-        return cls(kind, row_of, values, present, null, vocab)
+        return cls(kind, row_of, values, present, null, vocab, tuple(vocab))
 
     def rows_where(self, hit: np.ndarray, n: int) -> np.ndarray:
         mask = np.zeros(n, bool)

@@ -20,6 +20,7 @@ import numpy as np
 
 from indexing import segment_search as plan
 from indexing.bm25 import BM25Params
+from indexing.facets import shard_counts as facet_counts
 from indexing.filters import Node, Schema
 from indexing.live_segment import BlockData, LiveSegment, Searchable, SegmentBlock, blockable, row_selector
 from indexing.manifest import load_dead, read_manifest
@@ -169,6 +170,10 @@ class ShardView:
         scope = self.scope_for(node)
         docs = [p.seg.docs[p.live] for p in scope.parts]
         return int(np.unique(np.concatenate(docs)).shape[0]) if docs else 0
+
+    def facet(self, node: Node | None, key: str, kind: str) -> dict[Any, int]:
+        """value -> documents with a live passage that passes the filter and hold the value."""
+        return facet_counts(self.scope_for(node).parts, key, kind)
 
     # --- BM25 statistics -----------------------------------------------------------------------
     def term_stats(self, terms: set[str]) -> TermStats:

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from indexing import engine
 from indexing.collection import Collection
 from indexing.docstore import DocumentRecord
+from indexing.facets import FacetCount, check_facet_field
 from indexing.filter_match import matches
 from indexing.filters import Node, Schema, parse_filter
 from indexing.jobs import Job, JobKind
@@ -120,6 +121,15 @@ def scroll(*, state: AppState, coll: Collection, node: Node | None, after: str |
 def count(*, state: AppState, coll: Collection, node: Node | None) -> int:
     """Documents of the published index with a live passage that passes the filter."""
     return engine.count(coll, state.collections.fanout, node)
+
+
+def facet(
+    *, state: AppState, coll: Collection, key: str, node: Node | None, limit: int
+) -> tuple[list[FacetCount], int]:
+    """The most frequent values of a declared field among the documents of the published index that pass the
+    filter, and how many distinct values they hold. FacetError when the field cannot be faceted."""
+    kind = check_facet_field(key, Schema.from_json(coll.settings.schema).fields)
+    return engine.facet(coll, state.collections.fanout, node, key, kind, limit)
 
 
 def submit_patch(

@@ -100,3 +100,26 @@ class CountResponse(BaseModel):
     count: int = Field(
         ..., description="documents of the searchable (committed) index with a live passage that passes the filter"
     )
+
+
+MAX_FACET_LIMIT = 1000
+
+
+class FacetRequest(UnicodeBody):
+    model_config = REQUEST_CONFIG
+    key: str = Field(
+        ..., min_length=1, max_length=256, description="a declared keyword, integer or boolean metadata field"
+    )
+    filter: FilterJson = FilterField
+    limit: int = Field(10, ge=1, le=MAX_FACET_LIMIT, description="the most frequent values to return")
+
+
+class FacetHit(BaseModel):
+    value: bool | int | str = Field(..., description="a value of the field")
+    count: int = Field(..., description="documents that hold it (a list value counts under each of its items)")
+
+
+class FacetResponse(BaseModel):
+    key: str
+    hits: list[FacetHit] = Field(..., description="the most frequent values first; ties by value, ascending")
+    distinct_values: int = Field(..., description="how many values the passing documents hold, all told")

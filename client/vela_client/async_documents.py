@@ -9,7 +9,7 @@ from typing import Any, Literal, overload
 from vela_client import calls
 from vela_client.bases import AsyncBase
 from vela_client.calls import DocumentLike
-from vela_client.models import DocumentPage, Job, JobAccepted, StoredDocument
+from vela_client.models import DocumentPage, Facet, Job, JobAccepted, StoredDocument
 from vela_client.waiting import AsyncProgressCallback
 
 
@@ -201,6 +201,13 @@ class AsyncDocumentsMixin(AsyncBase):
     async def count(self, collection: str, filter: Mapping[str, Any] | None = None) -> int:
         """Documents of the searchable (committed) index with a live passage that passes `filter`."""
         return await self._send(calls.count(collection, filter))
+
+    async def facet(
+        self, collection: str, key: str, *, filter: Mapping[str, Any] | None = None, limit: int | None = None
+    ) -> Facet:
+        """The `limit` (default 10) values of a declared keyword, integer or boolean field held by the most
+        documents that pass `filter`, each with its number of documents, and how many distinct values there are."""
+        return await self._send(calls.facet(collection, key, filter, limit))
 
     @overload
     async def set_schema(

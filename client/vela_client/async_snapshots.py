@@ -11,7 +11,7 @@ from typing import Literal, overload
 
 import anyio
 
-from vela_client import calls
+from vela_client import snapshot_calls as calls
 from vela_client.bases import AsyncBase
 from vela_client.models import Job, JobAccepted, Snapshot
 from vela_client.transfers import DownloadTarget, download_path, file_sha256

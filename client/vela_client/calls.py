@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
 from typing import Any, Literal, TypedDict, TypeVar
 
 import httpx
@@ -25,6 +24,7 @@ from vela_client.models import (
     Dim,
     Document,
     DocumentPage,
+    Facet,
     Fusion,
     Health,
     Job,
@@ -35,12 +35,9 @@ from vela_client.models import (
     Readiness,
     Rerank,
     SearchResponse,
-    Snapshot,
-    SnapshotList,
     StoredDocument,
 )
 from vela_client.routes import Call
-from vela_client.transfers import DownloadTarget
 
 M = TypeVar("M", bound=BaseModel)
 DocumentLike = Document | Mapping[str, Any]
@@ -147,6 +144,11 @@ def count(collection: str, filter: Mapping[str, Any] | None) -> Call[int]:
     parse = _model(Count)
     body = {"filter": dict(filter) if filter is not None else None}
     return routes.COUNT.call(lambda r: parse(r).count, json=body, name=collection)
+
+
+def facet(collection: str, key: str, filter: Mapping[str, Any] | None, limit: int | None) -> Call[Facet]:
+    body = _set(key=key, filter=dict(filter) if filter is not None else None, limit=limit)
+    return routes.FACET.call(_model(Facet), json=body, name=collection)
 
 
 def set_schema(collection: str, fields: Mapping[str, str], strict: bool) -> Call[JobAccepted]:
@@ -280,32 +282,3 @@ def set_alias(alias: str, collection: str) -> Call[Alias]:
 
 def delete_alias(alias: str) -> Call[None]:
     return routes.DELETE_ALIAS.call(_no_content, alias=alias)
-
-
-def create_snapshot(collection: str) -> Call[JobAccepted]:
-    return routes.CREATE_SNAPSHOT.call(_model(JobAccepted), name=collection)
-
-
-def list_snapshots(collection: str) -> Call[list[Snapshot]]:
-    parse = _model(SnapshotList)
-    return routes.LIST_SNAPSHOTS.call(lambda r: parse(r).snapshots, name=collection)
-
-
-def download_snapshot(collection: str, snapshot: str, target: DownloadTarget) -> Call[None]:
-    """The body goes to `target` as it comes (the transport writes it); `target.finish()` then puts it in place."""
-    return routes.DOWNLOAD_SNAPSHOT.call(_no_content, download=target, name=collection, snapshot=snapshot)
-
-
-def delete_snapshot(collection: str, snapshot: str) -> Call[None]:
-    return routes.DELETE_SNAPSHOT.call(_no_content, name=collection, snapshot=snapshot)
-
-
-def restore_snapshot(collection: str, snapshot: str, into: str) -> Call[JobAccepted]:
-    return routes.RESTORE_SNAPSHOT.call(_model(JobAccepted), json={"into": into}, name=collection, snapshot=snapshot)
-
-
-def upload_snapshot(path: Path, *, into: str, sha256: str) -> Call[JobAccepted]:
-    """The file is the body, streamed; its length goes first (a body over the server's limit is refused unread)."""
-    headers = {"Content-Type": "application/x-tar", "Content-Length": str(path.stat().st_size)}
-    params = {"into": into, "sha256": sha256.lower()}
-    return routes.UPLOAD_SNAPSHOT.call(_model(JobAccepted), params=params, upload=path, headers=headers)

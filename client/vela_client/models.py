@@ -119,6 +119,19 @@ class Count(_Response):
     count: int
 
 
+class FacetHit(_Response):
+    value: bool | int | str
+    count: int
+
+
+class Facet(_Response):
+    """The most frequent values of a field among the documents that pass a filter."""
+
+    key: str
+    hits: list[FacetHit]
+    distinct_values: int
+
+
 class ModelEval(_Response):
     name: str
     result: dict[str, Any]

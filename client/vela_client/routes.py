@@ -5,7 +5,7 @@ Adding a route to the client takes three small steps, the same for every route:
 2. a function in `vela_client.calls` that turns typed arguments into a `Call`;
 3. a one-line method in `VelaClient` and in `AsyncVelaClient` that sends that `Call` (in the client module, or in the
    mixin for its resource: sync_documents.py / async_documents.py, sync_collections.py / async_collections.py,
-   sync_snapshots.py / async_snapshots.py).
+   sync_snapshots.py / async_snapshots.py, whose calls are in `vela_client.snapshot_calls`).
 """
 
 from __future__ import annotations
@@ -87,6 +87,7 @@ PATCH_DOCUMENT = Route("PATCH", "/collections/{name}/documents/{doc_id}")
 # Sent twice, the second job finds those documents already gone (it deletes 0): the same documents are left.
 DELETE_DOCUMENTS = Route("POST", "/collections/{name}/delete")
 COUNT = Route("POST", "/collections/{name}/count")
+FACET = Route("POST", "/collections/{name}/facet")
 SET_SCHEMA = Route("PUT", "/collections/{name}/schema")
 # Each starts a job; sent twice, the second reindex is refused (409) and a second switch undoes the first.
 REINDEX = Route("POST", "/collections/{name}/reindex", idempotent=False)
@@ -132,6 +133,7 @@ ROUTES: tuple[Route, ...] = (
     PATCH_DOCUMENT,
     DELETE_DOCUMENTS,
     COUNT,
+    FACET,
     SET_SCHEMA,
     REINDEX,
     PROMOTE,

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Literal, overload
 
-from vela_client import calls
+from vela_client import snapshot_calls as calls
 from vela_client.bases import SyncBase
 from vela_client.models import Job, JobAccepted, Snapshot
 from vela_client.transfers import DownloadTarget, download_path, file_sha256

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Query, Request, Response, status
 import service.api.doc_id_path  # noqa: F401  registers {doc_id:doc_id} before the routes below
 from indexing.collection import Collection, CollectionNotFound
 from indexing.docstore import DocumentRecord
+from indexing.facets import FacetError
 from indexing.filters import FilterError, Node
 from service.api.routes.collections import not_found
 from service.deps import State
@@ -21,6 +22,7 @@ from service.document_api import (
     count,
     decode_cursor,
     encode_cursor,
+    facet,
     get_document,
     scroll,
     submit_delete_many,
@@ -33,6 +35,9 @@ from service.document_schemas import (
     CountResponse,
     DeleteDocumentsRequest,
     DocumentOut,
+    FacetHit,
+    FacetRequest,
+    FacetResponse,
     PassageSpan,
     PatchRequest,
     ScrollResponse,
@@ -203,6 +208,21 @@ def count_documents(name: str, state: State, body: CountRequest | None = None) -
     coll = _collection(state, name)
     node = parse_request_filter(body.filter if body is not None else None, coll.settings.schema)
     return CountResponse(count=count(state=state, coll=coll, node=node))
+
+
+@router.post("/{name}/facet", response_model=FacetResponse, responses=ERRORS)
+def facet_values(name: str, body: FacetRequest, state: State) -> FacetResponse:
+    """The values of a declared keyword, integer or boolean field held by the most documents that pass the
+    filter, each with its number of documents, in the searchable (committed) index, as counts see it."""
+    coll = _collection(state, name)
+    node = parse_request_filter(body.filter, coll.settings.schema)
+    try:
+        hits, distinct = facet(state=state, coll=coll, key=body.key, node=node, limit=body.limit)
+    except FacetError as exc:
+        raise ApiError(422, "invalid_facet", str(exc)) from exc
+    return FacetResponse(
+        key=body.key, hits=[FacetHit(value=h.value, count=h.count) for h in hits], distinct_values=distinct
+    )
 
 
 @router.put(
