@@ -42,6 +42,7 @@ class RankRequest:
     rescore: bool = True
     filter: Node | None = None  # parsed (indexing/filters.py): applied inside every retriever
     fusion: FusionSpec | None = None  # hybrid: how the lists are fused (None: RRF with rrf_k and weights)
+    score_threshold: float | None = None  # units whose final (fused) score is below it are left out
 
     @property
     def n(self) -> int:
@@ -144,7 +145,15 @@ def merge_shards(per_shard: Sequence[dict[str, Ranked]], n: int) -> tuple[dict[s
 
 
 def fuse(per_run: dict[str, Ranked], req: RankRequest) -> tuple[Ranked, dict[str, dict[Any, int]]]:
-    """One query's top k, and each unit's rank in each run."""
+    """One query's top k (those scoring at least req.score_threshold, when set), and each unit's rank in each
+    run. The threshold cuts here, before hydration and the rerank stage, so a cut hit costs nothing more."""
+    top, ranks = _fuse(per_run, req)
+    if req.score_threshold is not None:
+        top = [t for t in top if t[1] >= req.score_threshold]
+    return top, ranks
+
+
+def _fuse(per_run: dict[str, Ranked], req: RankRequest) -> tuple[Ranked, dict[str, dict[Any, int]]]:
     keys = {name: [key for key, _, _ in r] for name, r in per_run.items()}
     ranks = {name: dict(zip(k, range(1, len(k) + 1), strict=True)) for name, k in keys.items()}
     if req.mode != "hybrid":

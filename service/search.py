@@ -72,12 +72,14 @@ def search_batch(
     filter: Node | None = None,
     offset: int = 0,
     fusion: Mapping[str, Any] | None = None,
+    score_threshold: float | None = None,
 ) -> list[SearchResult]:
     """Search many queries at once (one encoder batch, one engine call); with `rerank`, the top
     `rerank.top_n` fused hits of each query are rescored before the k best are returned. `filter` (parsed,
     indexing/filters.py) is applied inside retrieval; `offset` skips that many hits of the final list (the
     fused, reranked one): pages of one published index do not overlap or skip. `fusion` (hybrid; a request's
-    {"method", "alpha", "normalization"}): None or method "auto" is the collection's stored choice."""
+    {"method", "alpha", "normalization"}): None or method "auto" is the collection's stored choice.
+    `score_threshold`: hits whose (fused) score is below it are left out, before the rerank stage."""
     t0 = time.perf_counter()
     fanout = fanout if fanout is not None else LOCAL_FANOUT
     k_out, k = k, k + offset
@@ -106,6 +108,7 @@ def search_batch(
         rescore=rescore,
         filter=filter,
         fusion=fusion_in_force(fusion, collection.settings.fusion, weights_given=weights is not None),
+        score_threshold=score_threshold,
     )
     with timing.stage("engine"), stage_clock.collect() as engine_stages:
         fused = engine_search(collection, fanout, qv, queries, req, versions=versions)

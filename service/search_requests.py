@@ -73,6 +73,11 @@ class SearchOptions(UnicodeBody):
     rerank: RerankOptions | None = Field(None, description="rescore the top fused hits with a cross-encoder")
     fusion: FusionOptions | None = Field(None, description="hybrid: how the lists are fused (unset: auto)")
     filter: FilterJson = FilterField
+    score_threshold: float | None = Field(
+        None,
+        description="leave out hits whose score is below this: the cosine in dense mode, the BM25 score in bm25 "
+        "mode, the fused score in hybrid mode (its scale depends on the fusion); applied before the rerank stage",
+    )
     offset: int = Field(
         0,
         ge=0,

@@ -219,6 +219,7 @@ class SearchOptions(TypedDict, total=False):
     fusion: FusionLike
     filter: Mapping[str, Any]
     offset: int
+    score_threshold: float
 
 
 def search_options(collection: str, options: SearchOptions) -> dict[str, Any]:

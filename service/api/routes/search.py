@@ -217,6 +217,7 @@ async def _run(state: AppState, opts: SearchOptions, queries: list[str]) -> list
         filter=node,
         offset=opts.offset,
         fusion=opts.fusion.model_dump(exclude_none=True) if opts.fusion is not None else None,
+        score_threshold=opts.score_threshold,
     )
     for r in results:
         if r.rerank is not None:
