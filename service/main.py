@@ -83,7 +83,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     if settings.api_key_set:
         secured = {"dependencies": [Depends(require_api_key)], "responses": {401: {"model": ErrorResponse}}}
     routers = (index.router, jobs.router, collections.router, documents.router, search.router)
-    for router in (*routers, aliases.router, models.router, snapshots.router, snapshots.upload_router):
+    for router in (
+        *routers,
+        search.recommend_router,
+        aliases.router,
+        models.router,
+        snapshots.router,
+        snapshots.upload_router,
+    ):
         app.include_router(router, **secured)
     app.include_router(health.router)
     app.include_router(ui.router)

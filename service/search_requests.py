@@ -120,3 +120,27 @@ class BatchSearchRequest(SearchOptions):
             if len(q) > MAX_QUERY_LENGTH:
                 raise ValueError(f"query {i} is longer than {MAX_QUERY_LENGTH} characters")
         return v
+
+
+MAX_RECOMMEND_IDS = 64  # documents one recommend request may name, like and unlike together
+
+
+class RecommendRequest(UnicodeBody):
+    model_config = REQUEST_CONFIG
+    collection: str = CollectionName
+    like: list[Annotated[str, Field(min_length=1, max_length=1024)]] = Field(
+        ..., min_length=1, max_length=MAX_RECOMMEND_IDS, description="ids of stored documents to find more like"
+    )
+    unlike: list[Annotated[str, Field(min_length=1, max_length=1024)]] = Field(
+        default_factory=list, max_length=MAX_RECOMMEND_IDS, description="ids of stored documents to steer away from"
+    )
+    k: int = Field(10, ge=1, le=1000, description="hits to return")
+    offset: int = Field(0, ge=0, le=10_000, description="hits to skip: the page after them is returned")
+    filter: FilterJson = FilterField
+    score_threshold: float | None = Field(None, description="leave out hits whose cosine is below this")
+
+    @model_validator(mode="after")
+    def _bounded(self) -> RecommendRequest:
+        if len(self.like) + len(self.unlike) > MAX_RECOMMEND_IDS:
+            raise ValueError(f"like and unlike name at most {MAX_RECOMMEND_IDS} documents together")
+        return self

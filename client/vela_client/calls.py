@@ -251,6 +251,27 @@ def search_batch(queries: Iterable[str], options: dict[str, Any]) -> Call[BatchS
     return routes.SEARCH_BATCH.call(_model(BatchSearchResponse), json={**options, "queries": list(queries)})
 
 
+def recommend(
+    collection: str,
+    like: Iterable[str],
+    unlike: Iterable[str] | None,
+    k: int | None,
+    offset: int | None,
+    filter: Mapping[str, Any] | None,
+    score_threshold: float | None,
+) -> Call[SearchResponse]:
+    body = _set(
+        collection=collection,
+        like=list(like),
+        unlike=list(unlike) if unlike is not None else None,
+        k=k,
+        offset=offset,
+        filter=dict(filter) if filter is not None else None,
+        score_threshold=score_threshold,
+    )
+    return routes.RECOMMEND.call(_model(SearchResponse), json=body)
+
+
 def get_job(job_id: str) -> Call[Job]:
     return routes.GET_JOB.call(_model(Job), job_id=job_id)
 

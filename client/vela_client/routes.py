@@ -97,6 +97,7 @@ ROLLBACK = Route("POST", "/collections/{name}/rollback", idempotent=False)
 INDEX = Route("POST", "/index")
 SEARCH = Route("POST", "/search")
 SEARCH_BATCH = Route("POST", "/search/batch")
+RECOMMEND = Route("POST", "/recommend")
 GET_JOB = Route("GET", "/jobs/{job_id}")
 LIST_MODELS = Route("GET", "/models")
 LIST_ALIASES = Route("GET", "/aliases")
@@ -141,6 +142,7 @@ ROUTES: tuple[Route, ...] = (
     INDEX,
     SEARCH,
     SEARCH_BATCH,
+    RECOMMEND,
     GET_JOB,
     CANCEL_JOB,
     RETRY_JOB,

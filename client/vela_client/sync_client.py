@@ -131,6 +131,21 @@ class VelaClient(SyncDocumentsMixin, SyncCollectionsMixin, SyncSnapshotsMixin):
         """Many queries with the same options in one request; `results[i]` answers `queries[i]`."""
         return self._send(calls.search_batch(queries, calls.search_options(collection, options)))
 
+    def recommend(
+        self,
+        collection: str,
+        like: Iterable[str],
+        *,
+        unlike: Iterable[str] | None = None,
+        k: int | None = None,
+        offset: int | None = None,
+        filter: Mapping[str, Any] | None = None,
+        score_threshold: float | None = None,
+    ) -> SearchResponse:
+        """Documents like the stored documents `like` (and unlike `unlike`), by their stored vectors; the named
+        documents are never among the hits. NotFound (document_not_found) names any the collection lacks."""
+        return self._send(calls.recommend(collection, like, unlike, k, offset, filter, score_threshold))
+
     # Jobs
 
     def get_job(self, job: JobRef) -> Job:

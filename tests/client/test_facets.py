@@ -1,5 +1,5 @@
-"""`facet` through both clients against a real server: the most frequent values of a declared field under a
-filter, typed; and its refusals as the right exceptions."""
+"""`facet` and `recommend` through both clients against a real server: the most frequent values of a declared
+field under a filter, typed; documents like stored ones; and their refusals as the right exceptions."""
 
 from __future__ import annotations
 
@@ -41,3 +41,15 @@ def test_facet_errors(client: VelaClient, tagged: str) -> None:
     assert limit.value.code == "invalid_request"
     with pytest.raises(NotFound):
         client.facet("no-such-collection", "tag")
+
+
+def test_recommend_finds_like_documents_and_names_missing_ones(client: VelaClient, tagged: str) -> None:
+    got = client.recommend(
+        tagged, ["d1"], unlike=["d2"], k=3, filter={"must": [{"key": "tag", "match": {"value": "odd"}}]}
+    )
+    ids = [h.id for h in got.hits]
+    assert sorted(ids) == ["d3", "d5"]  # the odd ones but d1 itself
+    assert all(h.metadata["tag"] == "odd" for h in got.hits)
+    with pytest.raises(NotFound) as missing:
+        client.recommend(tagged, ["nope"])
+    assert missing.value.code == "document_not_found"

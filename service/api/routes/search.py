@@ -14,10 +14,11 @@ from service.deps import State
 from service.errors import ApiError, parse_request_filter, shown
 from service.limits import check_response_size, check_search_work, float_size, json_size
 from service.model_registry import ModelKindMismatch, UnknownModelName, UnusableModel, request_model
+from service.recommend import DocumentsNotFound, recommend
 from service.rerank import NoReranker, Reranking, UnknownReranker, prepare_rerank
 from service.schemas import ErrorResponse
 from service.search import Hit, SearchResult, search_batch
-from service.search_requests import BatchSearchRequest, SearchOptions, SearchRequest
+from service.search_requests import BatchSearchRequest, RecommendRequest, SearchOptions, SearchRequest
 from service.search_schemas import (
     BatchSearchResponse,
     HitOut,
@@ -252,3 +253,34 @@ async def search_many(body: BatchSearchRequest, state: State) -> Response:
             results=[_to_response(r, cleaned) for r in results], took_ms=(time.perf_counter() - start) * 1000.0
         ),
     )
+
+
+recommend_router = APIRouter(prefix="/recommend", tags=["search"])
+
+
+@recommend_router.post("", response_model=SearchResponse, responses=ERRORS)
+async def recommend_documents(body: RecommendRequest, state: State) -> Response:
+    """Documents like the stored documents `like` (and unlike `unlike`), found with their stored vectors: no text
+    is encoded. The named documents are never among the hits; 404 document_not_found names any not stored."""
+    check_search_work(state.settings, queries=[""], k=body.k + body.offset + len(body.like) + len(body.unlike), depth=1)
+    try:
+        coll = state.collections.get(body.collection)
+    except CollectionNotFound as exc:
+        raise ApiError(404, "collection_not_found", f"no collection named {shown(body.collection)}") from exc
+    node = parse_request_filter(body.filter, coll.settings.schema)
+    run = partial(recommend, collection=coll, fanout=state.collections.fanout)
+    try:
+        result = await run_in_threadpool(
+            run,
+            like=body.like,
+            unlike=body.unlike,
+            k=body.k,
+            offset=body.offset,
+            filter=node,
+            score_threshold=body.score_threshold,
+        )
+    except DocumentsNotFound as exc:
+        missing = ", ".join(shown(d) for d in exc.missing[:5])
+        raise ApiError(404, "document_not_found", f"collection {shown(body.collection)} holds no {missing}") from exc
+    _check_estimate(state, [result], batch=False)
+    return _bounded(state, _to_response(result))
