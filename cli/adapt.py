@@ -55,8 +55,9 @@ def _bool(s: str) -> bool:
 
 
 def main(args: argparse.Namespace) -> int:
-    from cli.adapt_checks import BudgetSpent, check_out_name, resolve_student
+    from cli.adapt_checks import BudgetSpent, resolve_student
     from cli.console import quiet_libraries
+    from cli.models import check_register_name
     from training.adapt.arguments import AdaptArguments
 
     if args.data_dir:
@@ -66,7 +67,7 @@ def main(args: argparse.Namespace) -> int:
     except ValueError as e:
         return _fail(str(e))
     # Everything that can be checked before pseudo-labelling is: a bad argument costs no work and leaves nothing.
-    why = check_out_name(args.out)
+    why = check_register_name(args.out, flag="--out")
     if why:
         return _fail(why)
     try:

@@ -1,5 +1,6 @@
-"""What `vela adapt` checks: before it starts work, the name it registers and the student it trains; after
-pseudo-labelling, that the budget leaves time to train. And the work directory a run trains in.
+"""What `vela adapt` checks: before it starts work, the student it trains (the name it registers is checked as
+`vela train --register` checks one, by cli/models.py's check_register_name); after pseudo-labelling, that the
+budget leaves time to train. And the work directory a run trains in.
 
 Pseudo-labelling comes first and takes a while (seconds on a tiny collection, minutes on a large one), so every
 argument that can be checked without it is checked before it: a bad one is one line and exit 2, with nothing
@@ -22,20 +23,6 @@ MIN_TRAIN_S = 10.0  # of the budget, the least training worth registering a mode
 
 class BudgetSpent(RuntimeError):
     """Pseudo-labelling took the time --max_minutes gave the whole run: nothing is trained or registered."""
-
-
-def check_out_name(name: str) -> str | None:
-    """Why `--out NAME` cannot be registered (one line), or None."""
-    from cli.models import models_dir
-    from models.registry import BUILTIN_NAMES, is_model_name
-
-    if name in BUILTIN_NAMES:
-        return f"--out: {name!r} is the built-in model's name: choose another"
-    if not is_model_name(name):
-        return f"--out: {name!r} is not a name a model can take (1-64 letters, digits, '-', '_', '.')"
-    if os.path.lexists(models_dir() / name):
-        return f"--out: a model named {name!r} is registered already"
-    return None
 
 
 def resolve_student(name: str) -> str:

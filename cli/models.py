@@ -191,7 +191,8 @@ def take_register_flag(argv: Sequence[str]) -> tuple[list[str], str | None]:
 
 def check_register_name(name: str, *, flag: str = "--register") -> str | None:
     """Why `name` cannot be registered (checked before training, not after it); None when it can. `flag` is the
-    option that gave the name (`vela adapt` names its model with --out)."""
+    option that gave the name: `vela train --register` and `vela adapt --out` both check theirs here, so the two
+    refuse the same names in the same words."""
     from models.registry import name_refusal
 
     refusal = name_refusal(name)

@@ -1,19 +1,45 @@
-"""Durable job records: what to ingest or delete, its status and progress. SQLite, shared by processes."""
+"""Durable job records: what to ingest or delete, its status and progress. SQLite, shared by processes.
+
+What a job is (kinds, statuses, the `Job` record, the errors) lives in indexing/job_types.py."""
 
 from __future__ import annotations
 
 import json
-import re
 import sqlite3
 import threading
 import time
 import uuid
-from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from indexing.job_types import (
+    GENERATION_KINDS,
+    LONG_KINDS,
+    SNAPSHOT_KINDS,
+    TERMINAL,
+    Job,
+    JobKind,
+    JobNotFound,
+    JobNotRetryable,
+    JobStatus,
+    without_paths,
+)
 from velaio.files import connect_sqlite, init_sqlite, rollback
+
+# The job types are defined in indexing/job_types.py; callers import them from here, beside the store.
+__all__ = [
+    "GENERATION_KINDS",
+    "LONG_KINDS",
+    "SNAPSHOT_KINDS",
+    "TERMINAL",
+    "Job",
+    "JobKind",
+    "JobNotFound",
+    "JobNotRetryable",
+    "JobStatus",
+    "JobStore",
+    "without_paths",
+]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -37,70 +63,6 @@ CREATE INDEX IF NOT EXISTS jobs_status ON jobs(status);
 """
 
 
-class JobStatus(StrEnum):
-    QUEUED = "queued"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-
-TERMINAL = {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED}
-
-
-class JobKind(StrEnum):
-    UPSERT = "upsert"
-    DELETE = "delete"
-    DELETE_BY_FILTER = "delete_by_filter"  # every stored document whose metadata passes a filter, when it runs
-    PATCH = "patch"  # new metadata for documents, without re-embedding
-    SCHEMA = "schema"  # declare metadata fields, once every stored value fits them
-    REINDEX = "reindex"  # build a new generation with another embedder (indexing/reindex.py)
-    PROMOTE = "promote"  # make a reindex's finished generation the one searches read
-    ROLLBACK = "rollback"  # make the previous generation the one searches read again
-    SNAPSHOT = "snapshot"  # write a collection's doc stores and settings to a tar (indexing/snapshots.py)
-    RESTORE = "restore"  # make a new collection from a snapshot (indexing/snapshot_restore.py)
-
-
-# Jobs that build or switch generations: hours of embedding, so they run beside the writes, not before them.
-GENERATION_KINDS = frozenset({JobKind.REINDEX, JobKind.PROMOTE, JobKind.ROLLBACK})
-# Jobs run by indexing/snapshots.py; they run in the writes lane (a snapshot holds its collection's writer lock).
-SNAPSHOT_KINDS = frozenset({JobKind.SNAPSHOT, JobKind.RESTORE})
-# Jobs that run for long on the embedded queue's second lane, beside the writes: the generation jobs, and a restore
-# (it rebuilds a whole index, and no write can reach the collection it makes until it is done).
-LONG_KINDS = GENERATION_KINDS | {JobKind.RESTORE}
-
-
-@dataclass(frozen=True)
-class Job:
-    id: str
-    collection: str
-    kind: JobKind
-    status: JobStatus
-    done: int
-    total: int
-    error: str | None
-    cancel_requested: bool
-    attempts: int
-    created_at: float
-    started_at: float | None
-    finished_at: float | None
-    result: dict[str, Any] | None = None  # what a job reports beyond its counts (a reindex's gate figures)
-
-    @property
-    def docs_per_s(self) -> float | None:
-        if self.started_at is None or self.done == 0:
-            return None
-        elapsed = (self.finished_at or time.time()) - self.started_at
-        return self.done / elapsed if elapsed > 0 else None
-
-    @property
-    def eta_s(self) -> float | None:
-        rate = self.docs_per_s
-        if self.status != JobStatus.RUNNING or not rate:
-            return None
-        return (self.total - self.done) / rate
-
-
 def _init_schema(conn: sqlite3.Connection) -> None:
     conn.executescript(SCHEMA)
     columns = {row[1] for row in conn.execute("PRAGMA table_info(jobs)")}
@@ -108,24 +70,6 @@ def _init_schema(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE jobs ADD COLUMN worker TEXT")
     if "result" not in columns:  # a jobs table from before jobs reported results
         conn.execute("ALTER TABLE jobs ADD COLUMN result TEXT")
-
-
-# An absolute path in an error (a library's "no file named ... in directory /srv/vela/models/x"): GET /jobs shows
-# errors to API callers, who must not learn the server's layout. The log keeps the whole message.
-_ABSOLUTE_PATH = re.compile(r"(?<![\w.:/])/(?:[^\s'\"/:,;()]+/)+([^\s'\"/:,;()]*)")
-
-
-def without_paths(error: str | None) -> str | None:
-    """`error` with each absolute path cut to its last part: `/srv/vela/models/x` is `.../x`."""
-    return None if error is None else _ABSOLUTE_PATH.sub(lambda m: ".../" + m.group(1), error)
-
-
-class JobNotFound(KeyError):
-    pass
-
-
-class JobNotRetryable(ValueError):
-    pass
 
 
 class JobStore:

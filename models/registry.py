@@ -8,6 +8,9 @@ and live nowhere in the folder.
 A name is resolved without ever building a path from anything but a registered name: a name that is not 1-64
 letters, digits, `-`, `_` or `.` (not starting with a dot), is not in the folder, is a symlink, or holds a symlink
 is `UnknownModel`, all alike, so a caller cannot tell one from another or make the process look anywhere else.
+
+What a name may be and the registry's errors live in models/registry_names.py, what an entry records in
+models/registry_entries.py; both are re-exported here, the module callers import.
 """
 
 from __future__ import annotations
@@ -19,123 +22,37 @@ import shutil
 import stat
 import time
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from models.loading import DEFAULT_ALIASES, ONNX_ALIASES, TORCH_ALIASES, packaged_minilm_dir
 from models.model_folder import RERANKER_MODEL_TYPE, InvalidModelDir, check_weights, dims_of, kind_of, read_config
+from models.registry_entries import (
+    ENTRY_FILE,
+    EVALS_DIR,
+    TRAINING_FILE,
+    ModelEntry,
+    builtin_entry,
+    eval_results,
+    json_object,
+    training_record,
+)
+from models.registry_names import (
+    BUILTIN_ALIASES,
+    BUILTIN_NAME,
+    BUILTIN_NAMES,
+    KINDS,
+    InvalidModelName,
+    ModelExists,
+    UnknownModel,
+    WrongModelKind,
+    is_model_name,
+    name_refusal,
+)
 from velaio.files import file_lock, fsync_dir, fsync_tree, write_atomic
 
-KINDS = ("embedder", "reranker")
-BUILTIN_NAME = DEFAULT_ALIASES[0]  # "default": the packaged all-MiniLM-L6-v2, served by VELA_ENCODER's choice
-# Its other names: DEFAULT_ALIASES (same form as `default`), then the names of its torch and its ONNX int8 form.
-BUILTIN_ALIASES = tuple(n for n in (*DEFAULT_ALIASES, *TORCH_ALIASES, *ONNX_ALIASES) if n != BUILTIN_NAME)
-BUILTIN_NAMES = frozenset((BUILTIN_NAME, *BUILTIN_ALIASES))
-ENTRY_FILE = "vela_registry.json"
-TRAINING_FILE = "training_args.json"  # what every `vela train` recipe writes beside its weights
-EVALS_DIR = "evals"
 LOCK_FILE = ".registry.lock"
-# ASCII classes only (no \w): a Unicode digit or dot look-alike is not a name.
-_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}")
 # A trainer's output folder may also hold checkpoints and TensorBoard logs; the served model needs neither.
 COPY_IGNORE = shutil.ignore_patterns("checkpoint-*", "runs", ".*")
-
-
-class UnknownModel(LookupError):
-    """No registered model of that name (whatever the name looks like: the message never echoes it)."""
-
-    def __init__(self) -> None:
-        super().__init__("no registered model of that name")
-
-
-class InvalidModelName(ValueError):
-    """A name `register` cannot take."""
-
-
-class ModelExists(ValueError):
-    pass
-
-
-class WrongModelKind(ValueError):
-    """A registered model of the other kind (an embedder where a reranker is wanted, or the reverse)."""
-
-
-def is_model_name(name: object) -> bool:
-    return isinstance(name, str) and _NAME.fullmatch(name) is not None
-
-
-def name_refusal(name: object) -> str | None:
-    """Why `register` cannot take `name`, None when it can: one wording for `vela models add` and for the flags that
-    register a model after training (`--register`, `vela adapt --out`). A built-in name fits the rule: it is taken."""
-    if isinstance(name, str) and name in BUILTIN_NAMES:
-        return f"{name!r} is the built-in packaged model's name"
-    if not is_model_name(name):
-        return f"model names are 1-64 letters, digits, '-', '_' or '.', not starting with '.'; got {name!r}"
-    return None
-
-
-def _json_object(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_bytes())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-@dataclass(frozen=True)
-class ModelEntry:
-    name: str
-    kind: str
-    dims: int | None
-    created_at: float | None
-    path: Path | None  # None for the built-in; server-side only, never shown to API callers
-    builtin: bool = False
-    aliases: tuple[str, ...] = ()
-    source: str | None = None  # the directory it was copied from (for the operator's `vela models list`)
-    training: dict[str, Any] | None = None
-    evals: list[dict[str, Any]] = field(default_factory=list)
-
-    def public(self) -> dict[str, Any]:
-        """What GET /models shows: no server paths."""
-        return {
-            "name": self.name,
-            "kind": self.kind,
-            "dims": self.dims,
-            "created_at": self.created_at,
-            "builtin": self.builtin,
-            "aliases": list(self.aliases),
-            "training": self.training,
-            "evals": self.evals,
-        }
-
-
-def _builtin_entry() -> ModelEntry:
-    try:
-        dims = dims_of(read_config(packaged_minilm_dir()))
-    except (FileNotFoundError, InvalidModelDir):
-        dims = None
-    return ModelEntry(BUILTIN_NAME, "embedder", dims, None, None, builtin=True, aliases=BUILTIN_ALIASES)
-
-
-def _training(root: Path) -> dict[str, Any] | None:
-    record = _json_object(root / TRAINING_FILE)
-    if record is None:
-        return None
-    record.pop("log_history", None)  # every logged step: long, and the evals say how the model does
-    return record
-
-
-def _evals(root: Path) -> list[dict[str, Any]]:
-    folder = root / EVALS_DIR
-    if not folder.is_dir():
-        return []
-    out = []
-    for path in sorted(folder.glob("*.json")):
-        result = _json_object(path)
-        if result is not None:
-            out.append({"name": path.stem, "result": result})
-    return out
 
 
 class ModelRegistry:
@@ -178,11 +95,11 @@ class ModelRegistry:
 
     def get(self, name: str) -> ModelEntry:
         if isinstance(name, str) and name in BUILTIN_NAMES:
-            return _builtin_entry()
+            return builtin_entry()
         root = self._entry_dir(name)
         config = read_config(root)
         kind = kind_of(config)
-        meta = _json_object(root / ENTRY_FILE) or {}
+        meta = json_object(root / ENTRY_FILE) or {}
         created = meta.get("created_at")
         if not isinstance(created, int | float):
             created = root.stat().st_mtime  # placed by hand, not by `register`
@@ -194,8 +111,8 @@ class ModelRegistry:
             created_at=float(created),
             path=root,
             source=source,
-            training=_training(root),
-            evals=_evals(root),
+            training=training_record(root),
+            evals=eval_results(root),
         )
 
     def names(self) -> list[str]:
@@ -209,7 +126,7 @@ class ModelRegistry:
     def entries(self) -> list[ModelEntry]:
         """The built-in first, then every registered model that is whole, as `register` judges a model folder (a
         broken entry, or a folder without weights put there by hand, is left out, not fatal)."""
-        out = [_builtin_entry()]
+        out = [builtin_entry()]
         for name in self.names():
             try:
                 entry = self.get(name)
@@ -300,11 +217,16 @@ def _holds_symlink(root: Path) -> bool:
     return False
 
 
+# Names other modules import from here, defined in models/registry_names.py and models/registry_entries.py.
 __all__ = [
+    "BUILTIN_ALIASES",
     "BUILTIN_NAME",
     "BUILTIN_NAMES",
+    "ENTRY_FILE",
+    "EVALS_DIR",
     "KINDS",
     "RERANKER_MODEL_TYPE",
+    "TRAINING_FILE",
     "InvalidModelDir",
     "InvalidModelName",
     "ModelEntry",

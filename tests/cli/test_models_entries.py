@@ -68,10 +68,10 @@ def test_list_and_add_judge_a_folder_without_weights_alike(
 def test_a_built_in_name_is_refused_as_taken_not_as_malformed(
     registry_dir: Path, tiny_embedder_dir: Path, name: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert check_register_name(name) == f"--register: {name!r} is the built-in packaged model's name"
-    assert check_register_name(name, flag="--out") == f"--out: {name!r} is the built-in packaged model's name"
+    assert check_register_name(name) == f"--register: {name!r} is the built-in model's name: choose another"
+    assert check_register_name(name, flag="--out") == f"--out: {name!r} is the built-in model's name: choose another"
     assert vela(["models", "add", name, str(tiny_embedder_dir)]) == 2
-    assert f"{name!r} is the built-in packaged model's name" in capsys.readouterr().err
+    assert f"{name!r} is the built-in model's name: choose another" in capsys.readouterr().err
 
 
 def test_register_name_refusals(registry_dir: Path, tiny_embedder_dir: Path) -> None:

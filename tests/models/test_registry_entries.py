@@ -31,7 +31,7 @@ def test_remove_touches_nothing_but_a_model(tmp_path: Path, tiny_embedder_dir: P
 
 
 def test_a_built_in_name_is_taken_not_malformed(tmp_path: Path, tiny_embedder_dir: Path) -> None:
-    assert name_refusal("default") == "'default' is the built-in packaged model's name"
+    assert name_refusal("default") == "'default' is the built-in model's name: choose another"
     assert name_refusal("sentence-transformers/all-MiniLM-L6-v2") is not None
     assert "1-64 letters" in (name_refusal("a/b") or "") and name_refusal("ok.v2") is None
     with pytest.raises(ModelExists, match="built-in"):
