@@ -12,9 +12,9 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from anyio import to_thread
 
@@ -149,9 +149,30 @@ def submit_restore(*, state: AppState, collection: str, snapshot: str, into: str
     return _queue_restore(state=state, spec=spec)
 
 
+SWEEP_LOCK = ".sweep.lock"  # in the uploads folder: a sweep holds it exclusively, an upload's two steps shared
+
+
+@contextlib.contextmanager
+def _folder_lock(folder: Path, mode: int) -> Iterator[None]:
+    """flock on the uploads folder's lock file: LOCK_EX for a sweep, LOCK_SH around the two moments an upload
+    changes what a sweep would judge (its file appearing and locked; its job queued and the file unlocked), so a
+    sweep never sees a file between those steps, however many uploads run at once."""
+    with open(folder / SWEEP_LOCK, "a+b") as f:
+        fcntl.flock(f, mode)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def _sweep_uploads(folder: Path, state: AppState) -> None:
     """Uploads no unfinished restore needs (a process died while it received one, or its restore was killed): an
     upload still being received holds a lock on its file, and one whose restore waits is named in that job."""
+    with _folder_lock(folder, fcntl.LOCK_EX):
+        _sweep_locked(folder, state)
+
+
+def _sweep_locked(folder: Path, state: AppState) -> None:
     needed = set()
     for job_id in state.jobs.unfinished():
         try:
@@ -161,7 +182,7 @@ def _sweep_uploads(folder: Path, state: AppState) -> None:
         if payload:
             needed.add(str(payload[0].get("snapshot")))
     for entry in folder.iterdir():
-        if str(entry) in needed:
+        if str(entry) in needed or entry.name == SWEEP_LOCK:
             continue
         with contextlib.suppress(FileNotFoundError), open(entry, "rb") as f:
             try:
@@ -179,19 +200,36 @@ async def submit_upload(*, state: AppState, into: str, body: AsyncIterator[bytes
     folder.mkdir(parents=True, exist_ok=True)
     await to_thread.run_sync(_sweep_uploads, folder, state)
     path = folder / f"{uuid.uuid4().hex}.tar"
-    with open(path, "wb") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)  # held until the restore job names the file
-        try:
-            async for chunk in body:
-                await to_thread.run_sync(f.write, chunk)
-            await to_thread.run_sync(f.flush)
-            manifest = await to_thread.run_sync(read_manifest, path)
-            model = restore_model(state=state, manifest=manifest)
-            spec = {"snapshot": str(path), "sha256": sha256, "into": into, "embedder": model, "upload": True}
-            return await to_thread.run_sync(lambda: _queue_restore(state=state, spec=spec))
-        except BaseException:
-            path.unlink(missing_ok=True)
-            raise
+    f = await to_thread.run_sync(_created_locked, folder, path)
+    try:
+        async for chunk in body:
+            await to_thread.run_sync(f.write, chunk)
+        await to_thread.run_sync(f.flush)
+        manifest = await to_thread.run_sync(read_manifest, path)
+        model = restore_model(state=state, manifest=manifest)
+        spec = {"snapshot": str(path), "sha256": sha256, "into": into, "embedder": model, "upload": True}
+        return await to_thread.run_sync(_queued_unlocked, folder, f, lambda: _queue_restore(state=state, spec=spec))
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+    finally:
+        f.close()
+
+
+def _created_locked(folder: Path, path: Path) -> BinaryIO:
+    """The upload's file, created and locked (held until its restore job names it) while no sweep runs."""
+    with _folder_lock(folder, fcntl.LOCK_SH):
+        f = open(path, "wb")  # noqa: SIM115  closed by the caller, after the job is queued
+        fcntl.flock(f, fcntl.LOCK_EX)
+        return f
+
+
+def _queued_unlocked(folder: Path, f: BinaryIO, queue: Callable[[], Job]) -> Job:
+    """Queue the restore and let go of the file while no sweep runs: a later sweep finds the job naming it."""
+    with _folder_lock(folder, fcntl.LOCK_SH):
+        job = queue()
+        f.close()
+        return job
 
 
 __all__ = [
