@@ -60,6 +60,7 @@ class DownloadTarget:
     def begin(self) -> None:
         """Start (or, after a broken try, start over) with an empty file."""
         if self._file is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)  # "backups/" that is not there yet is made
             fd, name = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".part")
             self._file, self._temp = os.fdopen(fd, "wb"), Path(name)
         else:
@@ -100,7 +101,7 @@ class DownloadTarget:
 
 def download_path(path: str | os.PathLike[str], snapshot: str) -> Path:
     """Where `download_snapshot` writes: `path`, or the snapshot's own name inside it when it is a folder (or is
-    written as one, "backups/": then it must exist, rather than the tar being written as a file named "backups")."""
+    written as one, "backups/", which the download then makes, as it makes any missing parent of `path`)."""
     given = os.fspath(path)
     target = Path(given)
     return target / snapshot if given.endswith(("/", os.sep)) or target.is_dir() else target

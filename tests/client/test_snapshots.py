@@ -86,9 +86,10 @@ def test_snapshot_round_trip(
     assert path.read_bytes() == (kept / name / made).read_bytes()
     assert hashlib.sha256(path.read_bytes()).hexdigest() == listed.sha256 and path.stat().st_size == listed.bytes
     assert client.download_snapshot(name, made, tmp_path) == tmp_path / made  # a folder: under its own name
-    with pytest.raises(FileNotFoundError):  # written as a folder that is not there: not a file named "absent"
-        client.download_snapshot(name, made, f"{tmp_path / 'absent'}/")
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["copy.tar", made])  # no temporary file left
+    # written as a folder that is not there: made (with its parents), the tar under its own name inside
+    assert client.download_snapshot(name, made, f"{tmp_path / 'new' / 'absent'}/") == tmp_path / "new" / "absent" / made
+    assert [p.name for p in (tmp_path / "new" / "absent").iterdir()] == [made]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["copy.tar", made, "new"])  # no temporary file left
 
     restored = unique("restored")
     job = client.restore_snapshot(name, made, into=restored, wait=True)
