@@ -33,7 +33,10 @@ MANIFEST = "snapshot.json"
 MAX_MANIFEST_BYTES = 1 << 20  # snapshot.json lists a few files per shard: far below this
 SNAPSHOT_NAME = re.compile(r"(?P<collection>[A-Za-z0-9][A-Za-z0-9_.-]{0,63})-\d{8}T\d{6}-[0-9a-f]{6}\.tar")
 # The only members a snapshot may hold besides snapshot.json: anything else is refused before it is extracted.
-MEMBER = re.compile(r"collection\.json|docs\.sqlite3|shards/s\d{3}/(?:collection\.json|docs\.sqlite3)|context/[\w.-]+")
+# A CDE collection's context files: a plain name of at most 100 characters, never "." or ".."
+MEMBER = re.compile(
+    r"collection\.json|docs\.sqlite3|shards/s\d{3}/(?:collection\.json|docs\.sqlite3)|context/(?!\.+$)[\w.-]{1,100}"
+)
 UNREGISTERED = "unregistered"  # a model no registry name reaches (the API's name for it, too)
 
 
@@ -160,6 +163,9 @@ def check_manifest(manifest: Any) -> dict[str, Any]:
             raise SnapshotInvalid(f"{MANIFEST} names a file a snapshot cannot hold: {member[:100]!r}")
         if not isinstance(entry, dict) or not isinstance(entry.get("sha256"), str):
             raise SnapshotInvalid(f"{MANIFEST} has no sha256 for {member!r}")
+    documents = manifest.get("documents", 0)
+    if not isinstance(documents, int) or isinstance(documents, bool) or documents < 0:
+        raise SnapshotInvalid(f"{MANIFEST} has no valid document count")
     shards = manifest.get("shards")
     if not isinstance(shards, int) or isinstance(shards, bool) or not 1 <= shards <= 999:
         raise SnapshotInvalid(f"{MANIFEST} has no valid shard count")

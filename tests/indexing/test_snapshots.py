@@ -69,6 +69,13 @@ def test_a_manifest_of_another_format_is_refused(env: dict[str, Any], tmp_path: 
         check_manifest({**manifest, "files": {**manifest["files"], "../../etc/passwd": {"sha256": "0"}}})
     with pytest.raises(SnapshotInvalid, match="not a whole collection"):
         check_manifest({**manifest, "shards": 2})
+    for bad in ("context/..", "context/.", "context/" + "x" * 101):  # never a folder, never too long to open
+        with pytest.raises(SnapshotInvalid, match="cannot hold"):
+            check_manifest({**manifest, "files": {**manifest["files"], bad: {"sha256": "0"}}})
+    for count in ("lots", -1, True):
+        with pytest.raises(SnapshotInvalid, match="document count"):
+            check_manifest({**manifest, "documents": count})
+    assert check_manifest({**manifest, "files": {**manifest["files"], "context/ctx.v1-a.npy": {"sha256": "0"}}})
 
 
 @pytest.mark.parametrize("at", ["write_info", "fsync_dir"], ids=["before-rename", "after-rename"])
