@@ -18,6 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service import timing
 from service.errors import REQUEST_ID, ApiError, error_response, internal_error
+from service.server import ABORT_CONNECTION
 
 log = logging.getLogger("vela.service")
 
@@ -100,6 +101,10 @@ def request_guard(
                 answered = True
                 message = f"the request took longer than {timeout_s:g} s: ask for less (smaller k, depth, batch)"
                 await error_response(503, "timeout", message)(scope, receive, send_direct)
+            else:  # a response under way that stalled: drop the connection and what is buffered for it, now
+                abort = scope.get("extensions", {}).get(ABORT_CONNECTION)
+                if abort is not None:
+                    abort()
         except Exception:
             log.exception("unhandled error", extra={"request_id": rid, "path": scope.get("path")})
             if started:

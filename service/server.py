@@ -7,8 +7,12 @@ else by h11 (pure Python, ~0.1 ms more CPU per request); either way with the hea
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import json
+import socket
+import struct
+from functools import partial
 from typing import Any
 
 import h11
@@ -16,6 +20,21 @@ import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from service.settings import Settings
+
+# The ASGI scope extension through which the app can drop a connection at once: the request deadline uses it on a
+# download that has stalled. Closing the transport (what uvicorn does when a response is left unfinished) first
+# sends everything buffered, so a client that has stopped reading would hold the connection and the buffer for ever.
+ABORT_CONNECTION = "vela.abort_connection"
+
+
+def _abort(transport: asyncio.BaseTransport) -> None:
+    """Drop the connection now: a reset (SO_LINGER 0), so that neither the transport's buffer nor the kernel's send
+    buffer is kept for a peer that does not read (a plain close would go on sending them in the background)."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    transport.abort()
 
 
 class HeaderDeadline:
@@ -50,6 +69,8 @@ class HeaderDeadline:
         super().data_received(data)  # type: ignore[misc]
         if self.transport.is_closing():
             return
+        if self.cycle is not None:  # a request's task is made but has not run yet: it will find the extension
+            self.cycle.scope.setdefault("extensions", {}).setdefault(ABORT_CONNECTION, partial(_abort, self.transport))
         if self.awaiting_headers():  # still (or again) in the headers of a request
             end = data.rfind(b"\r\n\r\n")  # a new request's head may start within this chunk
             self._header_bytes = self._header_bytes + len(data) if end < 0 else len(data) - end - 4

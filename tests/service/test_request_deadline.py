@@ -10,6 +10,7 @@ from typing import Any
 from starlette.types import Message, Receive, Scope, Send
 
 from service.middleware import request_guard
+from service.server import ABORT_CONNECTION
 
 CHUNK = 64 * 1024
 SCOPE: Scope = {"type": "http", "method": "GET", "path": "/x", "headers": []}
@@ -87,3 +88,25 @@ def test_a_computation_after_a_large_body_still_gets_its_deadline() -> None:
 
     sent = _serve(computes, body_chunks=16)  # 1 MiB read at once, well within the deadline
     assert sent[0]["status"] == 503 and json.loads(_body(sent))["error"]["code"] == "timeout"
+
+
+def test_a_stalled_download_drops_its_connection() -> None:
+    """Returning with the response unfinished makes uvicorn close the transport, which first sends what is
+    buffered: to a client that stopped reading, never. The guard aborts the connection through the scope."""
+    aborted = []
+
+    async def stalls(scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"y" * CHUNK, "more_body": True})
+        await asyncio.sleep(30)
+
+    scope = {**SCOPE, "extensions": {ABORT_CONNECTION: lambda: aborted.append(True)}}
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: Message) -> None:
+        pass
+
+    asyncio.run(request_guard(stalls, timeout_s=0.5, window_s=0.2, min_bytes=CHUNK)(scope, receive, send))
+    assert aborted == [True]

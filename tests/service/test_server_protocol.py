@@ -6,11 +6,16 @@ from __future__ import annotations
 import importlib.util
 import json
 import socket
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+import uvicorn
 
 import service.server as server_mod
+from service.middleware import request_guard
 from service.server import HeaderTimeoutProtocol, _httptools_protocol, uvicorn_config
 from service.settings import Settings
 from tests.service.conftest import running_server
@@ -60,3 +65,46 @@ def test_both_parsers_close_a_connection_that_does_not_finish_its_headers(
                 assert sock.recv(1024) == b""  # closed by the server (a hang would raise the timeout)
         for _ in range(2):  # a keep-alive connection still serves request after request
             assert client.get("/healthz").status_code == 200
+
+
+@pytest.mark.parametrize("parser", ["httptools", "h11"])
+def test_a_download_that_stalls_past_the_deadline_is_reset(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parser: str
+) -> None:
+    """A client that stops reading a large response: past the request deadline the server resets the connection
+    (it used to keep it, with megabytes buffered for it, for as long as the client stayed)."""
+    if parser == "h11":
+        monkeypatch.setattr(server_mod, "_httptools_protocol", lambda: None)
+
+    async def endless(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"1000000000")]})
+        while True:
+            await send({"type": "http.response.body", "body": b"y" * 65536, "more_body": True})
+
+    app = request_guard(endless, timeout_s=1.0, window_s=0.5, min_bytes=256 * 1024)
+    config = uvicorn_config(app, Settings(data_dir=tmp_path), host="127.0.0.1", port=_free_port())
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            time.sleep(0.05)
+        with socket.create_connection(("127.0.0.1", config.port), timeout=30) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+            sock.sendall(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+            time.sleep(4.0)  # stalled: past the deadline and its last window
+            with pytest.raises(ConnectionResetError):
+                while sock.recv(1 << 20):
+                    pass
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
