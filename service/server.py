@@ -27,7 +27,7 @@ from service.settings import Settings
 ABORT_CONNECTION = "vela.abort_connection"
 
 
-def _abort(transport: asyncio.BaseTransport) -> None:
+def _abort(transport: asyncio.Transport) -> None:
     """Drop the connection now: a reset (SO_LINGER 0), so that neither the transport's buffer nor the kernel's send
     buffer is kept for a peer that does not read (a plain close would go on sending them in the background)."""
     sock = transport.get_extra_info("socket")
