@@ -99,15 +99,10 @@ class JobStore:
         conn = self._conn()
         conn.execute("BEGIN IMMEDIATE")
         try:
-            marks = ",".join("?" * len(kinds))
-            row = conn.execute(
-                f"SELECT id FROM jobs WHERE collection = ? AND kind IN ({marks}) AND status IN (?, ?) "
-                "ORDER BY created_at LIMIT 1",
-                (collection, *sorted(k.value for k in kinds), JobStatus.QUEUED.value, JobStatus.RUNNING.value),
-            ).fetchone()
-            if row is not None:
+            other = self.unfinished_of(collection, kinds)  # on this connection, inside the transaction
+            if other is not None:
                 conn.execute("COMMIT")
-                return str(row[0])
+                return other
             job_id = uuid.uuid4().hex
             conn.execute(*self._insert(job_id, collection, kind, payload))
             conn.execute("COMMIT")
@@ -115,6 +110,20 @@ class JobStore:
             rollback(conn)
             raise
         return self.get(job_id)
+
+    def unfinished_of(self, collection: str, kinds: frozenset[JobKind]) -> str | None:
+        """A queued or running job of one of `kinds` on the collection (the oldest), or None."""
+        marks = ",".join("?" * len(kinds))
+        row = (
+            self._conn()
+            .execute(
+                f"SELECT id FROM jobs WHERE collection = ? AND kind IN ({marks}) AND status IN (?, ?) "
+                "ORDER BY created_at LIMIT 1",
+                (collection, *sorted(k.value for k in kinds), JobStatus.QUEUED.value, JobStatus.RUNNING.value),
+            )
+            .fetchone()
+        )
+        return None if row is None else str(row[0])
 
     @staticmethod
     def _insert(job_id: str, collection: str, kind: JobKind, payload: list[Any]) -> tuple[str, tuple[Any, ...]]:

@@ -93,6 +93,9 @@ def get_or_create_collection(
                 "change it with PUT /collections/{name}/schema"
             )
         return coll
+    restoring = state.jobs.unfinished_of(name, frozenset({JobKind.RESTORE}))
+    if restoring is not None:  # the name is the restore's: writes go to it once the restore has made it
+        raise CollectionConflict(f"a restore into {name!r} is under way (job {restoring}): write once it has ended")
     try:
         model = state.embedders.get(model_dir)
     except (OSError, ValueError) as exc:  # a registered folder that does not load: the request's fault, no path

@@ -1,0 +1,26 @@
+"""A name a restore is making is held: an index request that would create a collection of that name while the
+restore is queued or running is refused (409), instead of the restore failing once its work is done."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from indexing.jobs import JobKind
+from tests.service.conftest import running_app
+from tests.service.document_helpers import index
+
+
+def test_index_into_a_name_being_restored_is_409_until_the_restore_ends(
+    tmp_path: Path, tiny_embedder_dir: Path
+) -> None:
+    with running_app(tmp_path / "data", embedder=str(tiny_embedder_dir)) as (client, app):
+        jobs = app.state.vela.jobs
+        # a restore queued into "held" (recorded, not run: as one waiting behind others in the long-jobs lane)
+        job = jobs.create(collection="held", kind=JobKind.RESTORE, payload=[{"into": "held"}])
+        r = client.post("/index", json={"collection": "held", "documents": [{"id": "a", "text": "tides"}]})
+        assert r.status_code == 409 and r.json()["error"]["code"] == "conflict", r.text
+        assert "restore" in r.json()["error"]["message"] and job.id in r.json()["error"]["message"]
+        assert client.get("/collections/held").status_code == 404  # nothing was made
+        jobs.request_cancel(job.id)  # a queued job is cancelled at once
+        index(client, "held", [{"id": "a", "text": "tides"}])  # once the restore has ended, the name is free
+        assert client.post("/collections/held/count").json()["count"] == 1
