@@ -21,6 +21,7 @@ from anyio import to_thread
 from indexing.collection import CollectionConflict, CollectionNotFound, validate_name
 from indexing.jobs import Job, JobKind, JobNotFound
 from indexing.snapshot_format import (
+    SNAPSHOT_NAME,
     UNREGISTERED,
     SnapshotInfo,
     SnapshotInvalid,
@@ -56,13 +57,17 @@ def snapshots_root(settings: Settings) -> Path:
     return root.expanduser().resolve()
 
 
-def snapshot_owner(*, state: AppState, collection: str) -> str:
-    """The collection whose snapshots a name means (an alias's target): a collection, or one deleted since that
-    left snapshots. CollectionNotFound otherwise."""
-    name = state.collections.resolve(collection)
-    if state.collections.is_collection(name) or collection_folder(snapshots_root(state.settings), name) is not None:
-        return name
-    raise CollectionNotFound(collection)
+def snapshot_owners(*, state: AppState, collection: str) -> list[str]:
+    """The collections whose snapshots a name reaches: an alias's target (or the collection itself), and, when the
+    name is an alias that a deleted collection's snapshots are still kept under, that collection too, so that an
+    alias made later with a deleted collection's name never hides its backups. CollectionNotFound for none."""
+    root = snapshots_root(state.settings)
+    target = state.collections.resolve(collection)
+    owners = [n for n in dict.fromkeys((target, collection)) if n == target and state.collections.is_collection(n)]
+    owners += [n for n in dict.fromkeys((target, collection)) if n not in owners and collection_folder(root, n)]
+    if not owners:
+        raise CollectionNotFound(collection)
+    return owners
 
 
 def submit_snapshot(*, state: AppState, collection: str) -> Job:
@@ -81,17 +86,30 @@ def submit_snapshot(*, state: AppState, collection: str) -> Job:
 
 
 def snapshots_of(*, state: AppState, collection: str) -> list[SnapshotInfo]:
-    return list_snapshots(snapshots_root(state.settings), snapshot_owner(state=state, collection=collection))
+    """Newest first; each entry names the collection it was taken of."""
+    root = snapshots_root(state.settings)
+    found = [
+        info for owner in snapshot_owners(state=state, collection=collection) for info in list_snapshots(root, owner)
+    ]
+    return sorted(found, key=lambda i: (i.created_at, i.name), reverse=True)
+
+
+def _owner_of(*, state: AppState, collection: str, snapshot: str) -> str:
+    """Which of the name's collections holds the snapshot (a snapshot's name begins with its collection's)."""
+    owners = snapshot_owners(state=state, collection=collection)
+    match = SNAPSHOT_NAME.fullmatch(snapshot)
+    return match["collection"] if match and match["collection"] in owners else owners[0]
 
 
 def snapshot_file(*, state: AppState, collection: str, snapshot: str) -> tuple[Path, SnapshotInfo]:
     """The file of a listed snapshot. CollectionNotFound, SnapshotNotFound."""
-    owner = snapshot_owner(state=state, collection=collection)
+    owner = _owner_of(state=state, collection=collection, snapshot=snapshot)
     return find_snapshot(snapshots_root(state.settings), owner, snapshot)
 
 
 def remove_snapshot(*, state: AppState, collection: str, snapshot: str) -> None:
-    delete_snapshot(snapshots_root(state.settings), snapshot_owner(state=state, collection=collection), snapshot)
+    owner = _owner_of(state=state, collection=collection, snapshot=snapshot)
+    delete_snapshot(snapshots_root(state.settings), owner, snapshot)
 
 
 def check_new_name(*, state: AppState, into: str) -> str:
@@ -239,7 +257,7 @@ __all__ = [
     "check_new_name",
     "remove_snapshot",
     "snapshot_file",
-    "snapshot_owner",
+    "snapshot_owners",
     "snapshots_of",
     "snapshots_root",
     "submit_restore",
