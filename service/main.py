@@ -20,6 +20,7 @@ from service.middleware import limit_body, request_guard, require_key
 from service.openapi import install_openapi
 from service.schemas import ErrorResponse
 from service.settings import Settings
+from service.snapshot_api import sweep_uploads
 from service.state import build_state, start, stop
 
 log = logging.getLogger("vela.service")
@@ -55,6 +56,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if not settings.api_key_set:
             log.warning("API keys are off: set VELA_API_KEYS to require a key on every resource route")
         await run_in_threadpool(start, state)
+        await run_in_threadpool(sweep_uploads, state)  # after start: jobs a crash interrupted are queued again
         log.info("ready", extra={"data_dir": str(settings.data_dir), "embedder": settings.embedder})
         yield
         await run_in_threadpool(stop, state)

@@ -183,6 +183,14 @@ def _folder_lock(folder: Path, mode: int) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+def sweep_uploads(state: AppState) -> None:
+    """At start-up: remove what uploads cut short by a crash left (a restarted server would otherwise keep them
+    until the next upload)."""
+    folder = snapshots_root(state.settings) / UPLOADS
+    if folder.is_dir():
+        _sweep_uploads(folder, state)
+
+
 def _sweep_uploads(folder: Path, state: AppState) -> None:
     """Uploads no unfinished restore needs (a process died while it received one, or its restore was killed): an
     upload still being received holds a lock on its file, and one whose restore waits is named in that job."""
@@ -263,4 +271,5 @@ __all__ = [
     "submit_restore",
     "submit_snapshot",
     "submit_upload",
+    "sweep_uploads",
 ]

@@ -1,6 +1,7 @@
-"""Uploads sent at once, through a real server: each one's file survives the others' sweeps of the uploads folder
-(a sweep removes only files no upload is receiving and no unfinished restore names), so every upload is accepted
-and restored, and the folder is empty afterwards."""
+"""Uploads sent at once, and an upload a crash cut short, through a real server. Each upload's file survives the
+others' sweeps of the uploads folder (a sweep removes only files no upload is receiving and no unfinished restore
+names), so every upload is accepted and restored, and the folder is empty afterwards; a server started again
+removes what a crash left."""
 
 from __future__ import annotations
 
@@ -42,3 +43,13 @@ def test_parallel_uploads_are_all_restored(tmp_path: Path, tiny_embedder_dir: Pa
             assert client.post(f"/collections/copy-{i}/count").json()["count"] == 20
         left = [p.name for p in (data / "snapshots" / ".uploads").iterdir() if p.name != SWEEP_LOCK]
         assert left == []
+
+
+def test_a_partial_upload_left_by_a_crash_is_removed_at_start_up(tmp_path: Path, tiny_embedder_dir: Path) -> None:
+    data = tmp_path / "data"
+    uploads = data / "snapshots" / ".uploads"
+    uploads.mkdir(parents=True)
+    (uploads / "0123abcd.tar").write_bytes(b"half a tar")  # a server was killed while receiving it
+    with running_app(data, embedder=str(tiny_embedder_dir)) as (client, _):
+        assert client.get("/readyz").status_code == 200
+        assert [p.name for p in uploads.iterdir() if p.name != SWEEP_LOCK] == []
