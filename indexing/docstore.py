@@ -51,8 +51,13 @@ class DocStore(DocStoreReads):
         """Forget every thread's connection (the collection is going away): each one closes when nothing holds
         it any more, at once for an idle one. Closing a connection another thread is reading through (a reindex
         copying the collection while it is deleted) crashed that thread inside SQLite; a thread that asks again
-        afterwards gets an error (the files are gone), not a crash."""
+        afterwards gets an error (the files are gone), not a crash. The calling thread's own connection is closed
+        now: its -wal is checkpointed and removed before the caller goes on (a restore syncs and renames the folder
+        next), not whenever the garbage collector gets to it."""
+        own: sqlite3.Connection | None = getattr(self._local, "conn", None)
         self._local = threading.local()
+        if own is not None:
+            own.close()
 
     # --- writes (the caller holds the collection's writer lock) ---------------------------------
     def upsert(self, docs: Iterable[StoredDocument]) -> int:

@@ -216,7 +216,9 @@ def _restore(
         finally:
             coll.close()
         fsync_tree(tmp)
-        result = {"collection": into, "snapshot": source.name, "documents": total, "created_at": created}
+        # an upload's file has a server-made name no listing shows: the result names no snapshot then
+        shown = None if spec.get("upload") else source.name
+        result = {"collection": into, "snapshot": shown, "documents": total, "created_at": created}
         jobs.set_result(job_id, result)  # before the rename: a re-run then knows the collection is its own
         _refuse_existing(collections, into)
         try:

@@ -189,7 +189,8 @@ def _pack(work: Path, tmp: Path, manifest: dict[str, Any], heartbeat: Callable[[
         return member
 
     body = json.dumps(manifest, indent=2, sort_keys=True).encode()
-    with open(tmp, "wb") as raw:
+    # Owner-only, as the client writes its downloads: a snapshot holds every document of the collection.
+    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as raw:
         with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
             tar.addfile(entry(MANIFEST, len(body)), io.BytesIO(body))
             for rel, facts in manifest["files"].items():

@@ -99,7 +99,10 @@ def request_guard(
             log.warning("request deadline passed", extra={"request_id": rid, "path": scope.get("path")})
             if not started:
                 answered = True
-                message = f"the request took longer than {timeout_s:g} s: ask for less (smaller k, depth, batch)"
+                message = (
+                    f"the request took longer than {timeout_s:g} s (VELA_REQUEST_TIMEOUT_S): ask for less (smaller "
+                    "k, depth, batch); a transfer goes on past it only while it keeps moving"
+                )
                 await error_response(503, "timeout", message)(scope, receive, send_direct)
             else:  # a response under way that stalled: drop the connection and what is buffered for it, now
                 abort = scope.get("extensions", {}).get(ABORT_CONNECTION)
@@ -167,7 +170,10 @@ def require_key(app: ASGIApp, *, keys: frozenset[str], public: frozenset[str]) -
 def limit_body(app: ASGIApp, *, max_bytes: int, timeout_s: float) -> ASGIApp:
     """Refuses a declared body over the limit before reading it, counts the bytes of a streamed (chunked) body as
     they arrive and stops at the limit (413), and gives up on a client that stops sending mid-body (408)."""
-    too_large = f"request body over {max_bytes} bytes: split it"
+    too_large = (
+        f"request body over {max_bytes} bytes (VELA_MAX_REQUEST_BYTES): split a batch into several requests; "
+        "a larger snapshot upload needs the limit raised"
+    )
 
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

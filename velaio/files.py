@@ -25,7 +25,11 @@ def fsync_dir(path: Path) -> None:
 def fsync_tree(root: Path) -> None:
     for dirpath, _, files in os.walk(root):
         for name in files:
-            with open(os.path.join(dirpath, name), "rb") as f:
+            try:
+                f = open(os.path.join(dirpath, name), "rb")  # noqa: SIM115
+            except FileNotFoundError:
+                continue  # removed since the listing (SQLite drops its -wal at the last close): nothing to sync
+            with f:
                 os.fsync(f.fileno())
         fsync_dir(Path(dirpath))
 

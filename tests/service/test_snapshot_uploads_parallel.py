@@ -53,3 +53,20 @@ def test_a_partial_upload_left_by_a_crash_is_removed_at_start_up(tmp_path: Path,
     with running_app(data, embedder=str(tiny_embedder_dir)) as (client, _):
         assert client.get("/readyz").status_code == 200
         assert [p.name for p in uploads.iterdir() if p.name != SWEEP_LOCK] == []
+
+
+def test_an_upload_takes_the_checksum_in_any_case_and_its_result_names_no_server_file(
+    tmp_path: Path, tiny_embedder_dir: Path
+) -> None:
+    data = tmp_path / "data"
+    with running_app(data, embedder=str(tiny_embedder_dir)) as (client, _):
+        index(client, "src", [{"id": f"d{i}", "text": f"note {i}"} for i in range(3)])
+        wait_background(60)
+        taken = run_job(client, client.post("/collections/src/snapshots"))["result"]
+        tar = data / "snapshots" / "src" / taken["snapshot"]
+        assert tar.stat().st_mode & 0o777 == 0o600  # it holds every document: the owner's alone
+        body = client.get(f"/collections/src/snapshots/{taken['snapshot']}").content
+        listed = client.get("/collections/src/snapshots").json()["snapshots"][0]["sha256"]
+        r = client.post("/snapshots/upload", params={"into": "copy", "sha256": listed.upper()}, content=body)
+        job = run_job(client, r)
+        assert job["result"]["collection"] == "copy" and job["result"]["snapshot"] is None

@@ -134,7 +134,9 @@ def _restore_refused(exc: Exception) -> ApiError:
 
 
 INTO = Query(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$", description="new collection")
-SHA256 = Query(pattern=r"^[0-9a-f]{64}$", description="the tar's sha256 (the listing's): checked before it is used")
+SHA256 = Query(
+    pattern=r"^[0-9a-fA-F]{64}$", description="the tar's sha256 (the listing's, any case): checked before it is used"
+)
 
 
 @upload_router.post(
@@ -159,7 +161,8 @@ async def upload_snapshot(
     """Restore a snapshot downloaded from a server (this one or another) as the new collection `into`: the body is
     the tar, at most VELA_MAX_REQUEST_BYTES. Checked as a restore is, then restored the same way."""
     try:
-        job = await submit_upload(state=state, into=into, body=request.stream(), sha256=sha256)
+        digest = sha256.lower() if sha256 is not None else None
+        job = await submit_upload(state=state, into=into, body=request.stream(), sha256=digest)
     except (CollectionConflict, SnapshotInvalid, SnapshotModelUnavailable) as exc:
         raise _restore_refused(exc) from exc
     return _accepted(job, request)
