@@ -230,3 +230,15 @@ def test_errors(app: tuple[httpx.Client, Path]) -> None:
     assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_request"
     r = client.post("/collections/c/reindex", json={"embedder": "tiny2", "promote": "later"})
     assert r.status_code == 422
+
+
+def test_a_collection_shows_the_name_it_was_reindexed_with(app: tuple[httpx.Client, Path]) -> None:
+    """`tiny` is a registered name of the folder the server serves by default: after a reindex to it, the collection's
+    embedder is `tiny` (as its generation says), not the first name that folder answers to."""
+    client, _ = app
+    r = client.post("/index", json={"collection": "named", "documents": DOCS[:6]})
+    assert wait_job(client, r.json()["job_id"])["status"] == "succeeded"
+    assert _post(client, "/collections/named/reindex", {"embedder": "tiny"})["status"] == "succeeded"
+    assert client.get("/collections/named").json()["embedder"] == "tiny"
+    listed = {c["name"]: c["embedder"] for c in client.get("/collections").json()["collections"]}
+    assert listed["named"] == "tiny"

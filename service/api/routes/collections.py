@@ -28,15 +28,16 @@ def collection_out(state: Any, coll: Any, *, with_generations: bool = False) -> 
     """A collection's facts, its models named as clients name them (never a server path)."""
     stats = coll.stats()
     stats["embedder"] = public_model_name(settings=state.settings, stored=stats["embedder"])
-    generations = None
-    if with_generations:
-        generations = generation_info(state=state, collection=coll.name)
-        for gen in generations.values():
-            if gen is not None:
-                gen["embedder"] = gen.get("embedder_name") or public_model_name(
-                    settings=state.settings, stored=gen["embedder"]
-                )
-    return CollectionOut(**stats, generations=generations)
+    generations = generation_info(state=state, collection=coll.name)
+    for gen in generations.values():
+        if gen is not None:
+            gen["embedder"] = gen.get("embedder_name") or public_model_name(
+                settings=state.settings, stored=gen["embedder"]
+            )
+    current = generations.get("current")
+    if current is not None and current.get("embedder_name"):  # the name it was reindexed with, not the first
+        stats["embedder"] = current["embedder"]  # registered name that happens to share its folder
+    return CollectionOut(**stats, generations=generations if with_generations else None)
 
 
 @router.get("", response_model=CollectionList)
