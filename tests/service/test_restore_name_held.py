@@ -1,5 +1,6 @@
-"""A name a restore is making is held: an index request that would create a collection of that name while the
-restore is queued or running is refused (409), instead of the restore failing once its work is done."""
+"""A name a restore is making is held, and what a snapshot or restore job never made is not shown. An index
+request that would create a collection of that name while the restore is queued or running is refused (409),
+instead of the restore failing once its work is done."""
 
 from __future__ import annotations
 
@@ -24,3 +25,18 @@ def test_index_into_a_name_being_restored_is_409_until_the_restore_ends(
         jobs.request_cancel(job.id)  # a queued job is cancelled at once
         index(client, "held", [{"id": "a", "text": "tides"}])  # once the restore has ended, the name is free
         assert client.post("/collections/held/count").json()["count"] == 1
+
+
+def test_a_cancelled_or_failed_snapshot_job_shows_no_result(tmp_path: Path, tiny_embedder_dir: Path) -> None:
+    """The job records the snapshot's name before writing it: once cancelled or failed, that file never was."""
+    with running_app(tmp_path / "data", embedder=str(tiny_embedder_dir)) as (client, app):
+        jobs = app.state.vela.jobs
+        for kind, end in ((JobKind.SNAPSHOT, "cancel"), (JobKind.RESTORE, "fail")):
+            job = jobs.create(collection="c", kind=kind, payload=[{}])
+            jobs.set_result(job.id, {"snapshot": "c-20260101T000000-abcdef.tar"})
+            if end == "cancel":
+                jobs.request_cancel(job.id)
+            else:
+                jobs.fail_if_queued(job.id, "broken")
+            shown = client.get(f"/jobs/{job.id}").json()
+            assert shown["status"] in ("cancelled", "failed") and shown["result"] is None, shown

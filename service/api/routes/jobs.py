@@ -2,12 +2,15 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from indexing.jobs import TERMINAL, Job, JobNotFound, JobNotRetryable, JobStatus
+from indexing.jobs import TERMINAL, Job, JobKind, JobNotFound, JobNotRetryable, JobStatus
 from service.deps import State
 from service.errors import ApiError, shown
 from service.schemas import ErrorResponse, JobOut
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
+# A snapshot or restore job records its file and collection before it makes them (so that a run again after a
+# crash makes the same ones): once it has failed or been cancelled, those were never made, and are not shown.
+_UNMADE = ({JobKind.SNAPSHOT, JobKind.RESTORE}, {JobStatus.FAILED, JobStatus.CANCELLED})
 
 
 def job_out(job: Job, worker: str | None = None) -> JobOut:
@@ -27,7 +30,7 @@ def job_out(job: Job, worker: str | None = None) -> JobOut:
         created_at=job.created_at,
         started_at=job.started_at,
         finished_at=job.finished_at,
-        result=job.result,
+        result=None if job.kind in _UNMADE[0] and job.status in _UNMADE[1] else job.result,
     )
 
 
