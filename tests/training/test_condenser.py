@@ -32,6 +32,7 @@ def test_pretraining_lowers_mlm_loss_and_saves_a_plain_encoder(tmp_path: Path, m
     assert vela(argv) == 0
     record = json.loads((out / "training_args.json").read_text())
     assert record["command"].startswith("vela train condenser --out") and record["steps"] == 15
+    assert record["machine"]["cpu"]["model"]
     before, after = record["held_out_mlm_loss"]["before"], record["held_out_mlm_loss"]["after"]
     assert after["head_mlm_loss"] < before["head_mlm_loss"] - 1.0
     assert after["backbone_mlm_loss"] < before["backbone_mlm_loss"] - 1.0

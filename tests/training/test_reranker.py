@@ -98,6 +98,7 @@ def test_train_writes_a_reranker_that_loads_in_one_call(beir: Path, backbones: d
     assert saved["model"]["backbone"] == str(backbones["bert"]) and saved["data"]["negatives"] == 3
     assert saved["training"]["learning_rate"] == 1e-3 and saved["training"]["weight_decay"] == 0.01
     assert saved["data_stats"]["groups"] == 10 and saved["command"].startswith("vela train reranker --out")
+    assert saved["machine"]["cpu"]["model"]
     assert saved["train_metrics"]["train_loss"] > 0
     scores = load_reranker(out).score("facts about cats", ["cats\nDocument 0", "jazz\nDocument 7"])
     assert scores.shape == (2,) and np.isfinite(scores).all()

@@ -220,7 +220,7 @@ def test_two_steps_end_to_end_write_a_loadable_embedder(
     monkeypatch.setattr("sys.argv", ["vela train revela", *argv])
     assert main(argv) == 0
     record = json.loads((out / "training_args.json").read_text())
-    assert record["steps"] == 2 and record["recipe_args"]["method"] == method
+    assert record["steps"] == 2 and record["recipe_args"]["method"] == method and record["machine"]["cpu"]["model"]
     assert record["training_args"]["learning_rate"] == (1e-4 if method == "revela" else 5e-4)
     assert any("sim_max" in h for h in record["log_history"])
     assert not any(re.search("lora", p.name) for p in out.iterdir())  # merged: a plain encoder directory

@@ -34,6 +34,7 @@ def test_train_writes_an_embedder_that_loads_in_one_call(
     record = json.loads((out / "training_args.json").read_text())
     assert record["steps"] == 2 and record["recipe_args"]["batch_size"] == 6  # the flag beats the config file
     assert record["command"].startswith(f"vela train {recipe} --out") and record["pairs"] == 48
+    assert record["machine"]["cpu"]["model"] and record["machine"]["cpus"] >= 1  # the CPU the figures came from
     emb = load_embedder(out)
     assert isinstance(emb, CdeEmbedder) == (recipe == "cde")
     vecs = emb.encode_documents(["insulin study"])

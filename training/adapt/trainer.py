@@ -13,7 +13,6 @@ Training stops at a wall-clock budget (training/time_budget.py) and can save che
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import time
 from pathlib import Path
@@ -38,6 +37,7 @@ from training.adapt.dataset import Example, ExampleDataset
 from training.contrastive.trainer import BiEncoder
 from training.losses.infonce import InfoNCELoss
 from training.losses.margin_mse import MarginMSELoss
+from training.run_record import write_training_record
 from training.time_budget import TimeBudgetCallback
 
 log = logging.getLogger("vela.adapt")
@@ -190,6 +190,4 @@ def train(examples: list[Example], args: AdaptArguments, *, model: str, out: Pat
 
 def write_record(out: Path, record: dict[str, Any]) -> None:
     """`training_args.json` beside the weights: what the registry shows under the model's training."""
-    tmp = out / "training_args.json.tmp"
-    tmp.write_text(json.dumps(record, indent=2, default=str))
-    tmp.replace(out / "training_args.json")
+    write_training_record(out, record)

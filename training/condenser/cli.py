@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from training.run_record import write_training_record
+
 
 def main(argv: Sequence[str]) -> int:
     from transformers import AutoTokenizer, set_seed
@@ -76,9 +78,7 @@ def main(argv: Sequence[str]) -> int:
         "log_history": trainer.state.log_history,
         "train_seconds": round(seconds, 1),
     }
-    tmp = out / "training_args.json.tmp"
-    tmp.write_text(json.dumps(record, indent=2, default=str))
-    tmp.replace(out / "training_args.json")
+    write_training_record(out, record)
     drop_default_checkpoints(out, given_flag_names(argv))
     print(json.dumps({"out": str(out), "steps": record["steps"], "held_out_mlm_loss": record["held_out_mlm_loss"]}))
     return 0

@@ -22,6 +22,7 @@ from training.contrastive.dataset import BatchPlan, PairDataset
 from training.grad_cache import cached_step
 from training.losses.infonce import InfoNCELoss
 from training.losses.matryoshka import MatryoshkaInfoNCELoss
+from training.run_record import write_training_record
 
 
 class BiEncoder(nn.Module):
@@ -145,6 +146,4 @@ def save_run(
         "train_seconds": round(seconds, 1),
         "finished_at": time.time(),
     }
-    tmp = out / "training_args.json.tmp"
-    tmp.write_text(json.dumps(record, indent=2, default=str))
-    tmp.replace(out / "training_args.json")
+    write_training_record(out, record)

@@ -7,7 +7,6 @@ only adapters; `load` rebuilds their backbone from `backbone_name_or_path` and m
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from transformers import AutoModel, AutoTokenizer, PreTrainedTokenizerBase
 from models.loading import resolve_model_dir
 from models.reranker import RerankerConfig, RerankerModel, prepare_tokenizer
 from training.reranker.arguments import ModelArguments
+from training.run_record import write_training_record
 
 ARGS_FILE = "training_args.json"
 ADAPTER_FILE = "adapter_config.json"
@@ -70,7 +70,7 @@ def save(
     plain = merged(model)
     plain.save_pretrained(root)
     tokenizer.save_pretrained(root)
-    (root / ARGS_FILE).write_text(json.dumps(arguments, indent=2, default=str) + "\n")
+    write_training_record(root, arguments)
     return root
 
 

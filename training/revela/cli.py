@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from training.run_record import write_training_record
+
 
 def _method(argv: Sequence[str]) -> str:
     """The --method the command line (or its --config file, in either form) asks for: it picks the
@@ -65,9 +67,7 @@ def main(argv: Sequence[str]) -> int:
         "stopped_by_time_budget": bool(run.budget and run.budget.stopped_early),
         "finished_at": time.time(),
     }
-    tmp = out / "training_args.json.tmp"
-    tmp.write_text(json.dumps(record, indent=2, default=str))
-    tmp.replace(out / "training_args.json")
+    write_training_record(out, record)
     drop_default_checkpoints(out, given_flag_names(argv))
     summary = {"out": str(out), "method": cargs.method, "steps": record["steps"], "loss_last": record["loss_last"]}
     print(json.dumps(summary))
