@@ -69,13 +69,21 @@ def render(
     return "\n".join(parts)
 
 
+def _ran(result: Mapping[str, Any]) -> str:
+    """How the embedder ran: its backend and precision ("onnx, int8"), as the results JSON records them, and the
+    documents' graph's precision where it differs."""
+    ran = ", ".join(str(result[k]) for k in ("backend", "precision") if result.get(k))
+    documents = result.get("document_precision")
+    return f"{ran}; documents {documents}" if documents else ran
+
+
 def _summary(result: Mapping[str, Any]) -> str:
     rerank = result.get("rerank") or {}
     rows = [
         ("dataset", f"{result['dataset']} (split {result['split']})"),
         ("queries", result["queries"]),
         ("documents / passages", f"{result['documents']} / {result['passages']}"),
-        ("embedder", f"{result['embedder']} ({result['precision']})"),
+        ("embedder", f"{result['embedder']} ({_ran(result)})"),
         ("dense index", f"dim {result['dim']}" + (", no rescore" if result.get("rescore") is False else "")),
         *([("rerank", f"{rerank['model']}, top {rerank['top_n']}, weight {rerank['weight']}")] if rerank else []),
         ("seconds", f"{result['seconds']} (ingest {result['ingest_seconds']})"),

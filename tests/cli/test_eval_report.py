@@ -126,6 +126,7 @@ def test_report_has_the_metric_bars_scatters_and_latency(first: dict[str, Any]) 
     assert "dense-full vs bm25-full" in page and "hybrid-full vs dense-full" in page
     result = json.loads((first["report"] / "results.json").read_text())
     assert set(result["latency_ms"]) == {"bm25", "dense", "hybrid"}
+    assert f"({result['backend']}, {result['precision']}" in page  # how the embedder ran: backend and precision
     assert all(0 < v["p50"] <= v["p99"] for v in result["latency_ms"].values())
 
 
