@@ -25,8 +25,9 @@ Every fault is a FilterError naming the JSON path of the fault ("filter.must[0].
 
 from __future__ import annotations
 
+import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -264,6 +265,17 @@ def value_fits(value: Any, kind: str) -> bool:
     if kind == "datetime":
         return all(parse_datetime(v) is not None for v in items)
     return False
+
+
+def first_misfit(fields: Mapping[str, str], documents: Sequence[Mapping[str, Any]]) -> str | None:
+    """Where the first declared field holding a value not of its type is ("documents[3].metadata.year: ..."),
+    None when every one fits."""
+    for i, d in enumerate(documents):
+        md = d.get("metadata") or {}
+        for key, kind in fields.items():
+            if key in md and not value_fits(md[key], kind):
+                return f"documents[{i}].metadata.{key}: the field is declared {kind}; got {json.dumps(md[key])[:80]}"
+    return None
 
 
 def typed_key(v: Any) -> tuple[str, Any] | None:

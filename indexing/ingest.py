@@ -11,7 +11,7 @@ from typing import Any
 from indexing.collection import Collection, CollectionNotFound
 from indexing.context import commit_collection, ensure_context, queue_context_refresh, refresh_due
 from indexing.filter_match import matches
-from indexing.filters import Schema, parse_filter, value_fits
+from indexing.filters import Schema, first_misfit, parse_filter, value_fits
 from indexing.fusion_choice import after_ingest
 from indexing.generations import serving_writer
 from indexing.jobs import GENERATION_KINDS, SNAPSHOT_KINDS, TERMINAL, JobKind, JobStatus, JobStore
@@ -178,6 +178,12 @@ def _run_batches(
         jobs.progress(job_id, len(ids), len(ids))  # none matched: done 0 of 0
         jobs.set_result(job_id, {"deleted": deleted})
         return JobStatus.SUCCEEDED
+    if kind == JobKind.UPSERT:
+        # Checked when it was asked for, against the schema then; a schema job queued before it may have declared
+        # a field since. Under the writer lock the schema holds still: a value that no longer fits writes nothing.
+        misfit = first_misfit(coll.settings.schema.get("fields", {}), payload)
+        if misfit is not None:
+            raise SchemaMismatch(f"{misfit} (declared after this write was asked for): nothing was written")
     if kind in (JobKind.PATCH, JobKind.SCHEMA):
         if kind == JobKind.PATCH:
             _patch(coll, payload)

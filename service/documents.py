@@ -8,7 +8,7 @@ from typing import Any
 from indexing.bm25 import BM25Params
 from indexing.chunking import ChunkingParams
 from indexing.collection import Collection, CollectionConflict, CollectionSettings
-from indexing.filters import value_fits
+from indexing.filters import first_misfit
 from indexing.jobs import Job, JobKind
 from service.model_registry import UnusableModel, public_model_name, request_model
 from service.state import AppState
@@ -53,14 +53,9 @@ def check_limits(*, state: AppState, documents: list[dict[str, Any]]) -> None:
 
 def check_metadata_types(*, schema: dict[str, Any], documents: list[dict[str, Any]]) -> None:
     """Every declared field of every document holds a value of its type, a list of such values, or null."""
-    fields = schema.get("fields", {})
-    for i, d in enumerate(documents):
-        md = d.get("metadata") or {}
-        for key, kind in fields.items():
-            if key in md and not value_fits(md[key], kind):
-                raise InvalidMetadata(
-                    f"documents[{i}].metadata.{key}: the field is declared {kind}; got {json.dumps(md[key])[:80]}"
-                )
+    misfit = first_misfit(schema.get("fields", {}), documents)
+    if misfit is not None:
+        raise InvalidMetadata(misfit)
 
 
 def get_or_create_collection(

@@ -37,8 +37,9 @@ def _unit(v: np.ndarray) -> np.ndarray:
 
 def query_vector(coll: Collection, like: Sequence[str], unlike: Sequence[str]) -> np.ndarray:
     """(d,) float32, unit length, from the stored passage vectors of the named documents."""
+    like, unlike = list(dict.fromkeys(like)), list(dict.fromkeys(unlike))  # a document counts once, however named
     stored = coll.stored_documents([*like, *unlike])
-    missing = [d for d in [*like, *unlike] if d not in stored]
+    missing = list(dict.fromkeys(d for d in [*like, *unlike] if d not in stored))
     if missing:
         raise DocumentsNotFound(missing)
 

@@ -143,4 +143,7 @@ class RecommendRequest(UnicodeBody):
     def _bounded(self) -> RecommendRequest:
         if len(self.like) + len(self.unlike) > MAX_RECOMMEND_IDS:
             raise ValueError(f"like and unlike name at most {MAX_RECOMMEND_IDS} documents together")
+        both = sorted(set(self.like) & set(self.unlike))
+        if both:  # it would cancel out of the query vector: surely a mistake
+            raise ValueError(f"a document cannot be in both like and unlike: {both[0][:100]!r}")
         return self

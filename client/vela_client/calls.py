@@ -260,6 +260,9 @@ def recommend(
     filter: Mapping[str, Any] | None,
     score_threshold: float | None,
 ) -> Call[SearchResponse]:
+    for name, ids in (("like", like), ("unlike", unlike)):
+        if isinstance(ids, str):  # a str is an iterable of one-letter ids: surely a mistake
+            raise TypeError(f"{name} must be a list of document ids, not one string (write [{ids!r}])")
     body = _set(
         collection=collection,
         like=list(like),

@@ -50,6 +50,8 @@ def test_recommend_finds_like_documents_and_names_missing_ones(client: VelaClien
     ids = [h.id for h in got.hits]
     assert sorted(ids) == ["d3", "d5"]  # the odd ones but d1 itself
     assert all(h.metadata["tag"] == "odd" for h in got.hits)
+    with pytest.raises(TypeError, match="not one string"):  # before anything is sent
+        client.recommend(tagged, "d1")
     with pytest.raises(NotFound) as missing:
         client.recommend(tagged, ["nope"])
     assert missing.value.code == "document_not_found"

@@ -71,6 +71,9 @@ def test_unlike_filter_threshold_and_pages(server: Any) -> None:
     cut = every[2][1]
     assert _ids(client, like=["tides1"], k=10, score_threshold=cut) == [h for h in every if h[1] >= cut]
     assert _ids(client, like=["tides1"], k=2, offset=1) == every[1:3]
+    assert _ids(client, like=["tides1", "tides1", "tides1"], unlike=["bread1", "bread1"], k=10) == _ids(
+        client, like=["tides1"], unlike=["bread1"], k=10
+    )  # a document counts once, however often it is named
     both = [h for h, _ in _ids(client, like=["tides1", "tides2"], k=10)]
     assert not {"tides1", "tides2"} & set(both)
 
@@ -86,6 +89,7 @@ def test_unlike_filter_threshold_and_pages(server: Any) -> None:
         ({"like": ["tides1"], "k": 0}, 422, "invalid_request"),
         ({"like": ["tides1"], "filter": {"must": [{"key": "t", "range": {"gte": "x"}}]}}, 422, "invalid_filter"),
         ({"like": ["tides1"], "collection": "none"}, 404, "collection_not_found"),
+        ({"like": ["tides1"], "unlike": ["tides1"]}, 422, "invalid_request"),
     ],
 )
 def test_refusals(server: Any, body: dict[str, Any], status: int, code: str) -> None:
