@@ -278,6 +278,13 @@ def first_misfit(fields: Mapping[str, str], documents: Sequence[Mapping[str, Any
     return None
 
 
+def late_misfit(schema: Mapping[str, Any], documents: Sequence[Mapping[str, Any]]) -> str | None:
+    """Why a write job must write nothing: checked when it was asked for, against the schema then, it runs after a
+    schema job declared a field one of its values does not fit. Write jobs check this under the writer lock."""
+    misfit = first_misfit(schema.get("fields", {}), documents)
+    return None if misfit is None else f"{misfit} (declared after this write was asked for): nothing was written"
+
+
 def typed_key(v: Any) -> tuple[str, Any] | None:
     """What equality in a filter compares: booleans apart from numbers (True is not 1), 1 equal to 1.0 (they hash
     alike), strings as they are; None for a value that equals no filter value (a list, an object)."""

@@ -11,7 +11,7 @@ from typing import Any
 from indexing.collection import Collection, CollectionNotFound
 from indexing.context import commit_collection, ensure_context, queue_context_refresh, refresh_due
 from indexing.filter_match import matches
-from indexing.filters import Schema, first_misfit, parse_filter, value_fits
+from indexing.filters import Schema, late_misfit, parse_filter, value_fits
 from indexing.fusion_choice import after_ingest
 from indexing.generations import serving_writer
 from indexing.jobs import GENERATION_KINDS, SNAPSHOT_KINDS, TERMINAL, JobKind, JobStatus, JobStore
@@ -181,9 +181,9 @@ def _run_batches(
     if kind == JobKind.UPSERT:
         # Checked when it was asked for, against the schema then; a schema job queued before it may have declared
         # a field since. Under the writer lock the schema holds still: a value that no longer fits writes nothing.
-        misfit = first_misfit(coll.settings.schema.get("fields", {}), payload)
+        misfit = late_misfit(coll.settings.schema, payload)
         if misfit is not None:
-            raise SchemaMismatch(f"{misfit} (declared after this write was asked for): nothing was written")
+            raise SchemaMismatch(misfit)
     if kind in (JobKind.PATCH, JobKind.SCHEMA):
         if kind == JobKind.PATCH:
             _patch(coll, payload)

@@ -25,6 +25,7 @@ import numpy as np
 
 from indexing.chunking import ChunkingParams
 from indexing.docstore import StoredDocument
+from indexing.filters import late_misfit
 from indexing.jobs import JobStatus, JobStore
 from indexing.prepare import chunk_and_embed, content_hash
 from indexing.settings import RayIngestOptions
@@ -105,6 +106,10 @@ def ingest_sharded(
     ray = connect(address)
     chunking = coll.settings.chunking
     with coll.writer():
+        coll.reload_settings()  # under the lock: a schema job that ran since this write was asked for
+        misfit = late_misfit(coll.settings.schema, documents)
+        if misfit is not None:
+            raise ValueError(misfit)
         stored: dict[str, str] = {}
         for shard, positions in zip(coll.shards, coll.split([str(d["id"]) for d in documents]), strict=True):
             stored.update(shard.docstore.content_hashes([str(documents[i]["id"]) for i in positions]))
