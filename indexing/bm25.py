@@ -47,6 +47,21 @@ def tokenize(texts: Sequence[str], *, stem: bool = True, stopwords: bool = True)
     return out
 
 
+def term_spans(text: str, terms: frozenset[str]) -> list[tuple[int, int]]:
+    """Character spans [start, end) of the words of `text` that `tokenize` turns into one of `terms` (a query's
+    tokens): what BM25 matched in it, for highlighting. The words are found in `text` itself, so the offsets are
+    its own."""
+    if not terms:
+        return []
+    stemmer = _stemmer()
+    out = []
+    for m in TOKEN_RE.finditer(text):
+        word = m.group().lower()
+        if word not in _STOP and stemmer.stemWord(word) in terms:
+            out.append((m.start(), m.end()))
+    return out
+
+
 @dataclass(frozen=True)
 class BM25Params:
     method: str = "lucene"

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from indexing import stage_clock
+from indexing.bm25 import term_spans, tokenize
 from indexing.collection import Collection
 from indexing.engine import LOCAL_FANOUT, Fanout
 from indexing.engine import search as engine_search
@@ -36,6 +37,7 @@ class Hit:
     end: int
     ranks: dict[str, int | None] = field(default_factory=dict)
     rerank_score: float | None = None  # the cross-encoder's score, when the rerank stage scored this hit
+    highlights: list[tuple[int, int]] | None = None  # spans of `text` that match a query term, when asked for
 
 
 @dataclass(frozen=True)
@@ -73,13 +75,15 @@ def search_batch(
     offset: int = 0,
     fusion: Mapping[str, Any] | None = None,
     score_threshold: float | None = None,
+    highlight: bool = False,
 ) -> list[SearchResult]:
     """Search many queries at once (one encoder batch, one engine call); with `rerank`, the top
     `rerank.top_n` fused hits of each query are rescored before the k best are returned. `filter` (parsed,
     indexing/filters.py) is applied inside retrieval; `offset` skips that many hits of the final list (the
     fused, reranked one): pages of one published index do not overlap or skip. `fusion` (hybrid; a request's
     {"method", "alpha", "normalization"}): None or method "auto" is the collection's stored choice.
-    `score_threshold`: hits whose (fused) score is below it are left out, before the rerank stage."""
+    `score_threshold`: hits whose (fused) score is below it are left out, before the rerank stage. `highlight`:
+    each hit of the page says which words of its text match a query term, as BM25 matches them."""
     t0 = time.perf_counter()
     fanout = fanout if fanout is not None else LOCAL_FANOUT
     k_out, k = k, k + offset
@@ -118,7 +122,7 @@ def search_batch(
     with timing.stage("hydrate"):
         passages = collection.passages(wanted)
     took_ms = (time.perf_counter() - t0) * 1000.0
-    return assemble_results(
+    results = assemble_results(
         queries=queries,
         results=fused,
         passage_of=passages.get,
@@ -127,6 +131,18 @@ def search_batch(
         rerank=rerank,
         offset=offset,
     )
+    return with_highlights(results, queries) if highlight else results
+
+
+def with_highlights(results: list[SearchResult], queries: Sequence[str]) -> list[SearchResult]:
+    """Each page's hits with the spans of their text that match a term of their query (indexing/bm25.py)."""
+    with timing.stage("highlight"):
+        out = []
+        for r, terms in zip(results, tokenize(queries), strict=True):
+            wanted = frozenset(terms)
+            hits = [replace(h, highlights=term_spans(h.text, wanted)) for h in r.hits]
+            out.append(replace(r, hits=hits))
+    return out
 
 
 def assemble_results(

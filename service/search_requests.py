@@ -73,6 +73,9 @@ class SearchOptions(UnicodeBody):
     rerank: RerankOptions | None = Field(None, description="rescore the top fused hits with a cross-encoder")
     fusion: FusionOptions | None = Field(None, description="hybrid: how the lists are fused (unset: auto)")
     filter: FilterJson = FilterField
+    highlight: bool = Field(
+        False, description="each hit's `highlights`: the spans of its text that match a query term, as BM25 matches"
+    )
     score_threshold: float | None = Field(
         None,
         description="leave out hits whose score is below this: the cosine in dense mode, the BM25 score in bm25 "

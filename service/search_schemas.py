@@ -71,6 +71,11 @@ class HitOut(BaseModel):
     passage: PassageRef
     ranks: Ranks
     rerank_score: float | None = Field(None, description="cross-encoder score (the order) when reranked")
+    highlights: list[tuple[int, int]] | None = Field(
+        None,
+        description="with highlight: [start, end) character offsets in `text` of the words that match a query term "
+        "(lowercased, stopwords dropped, stemmed: as BM25 matches them)",
+    )
 
 
 class RerankInfo(BaseModel):

@@ -220,6 +220,7 @@ class SearchOptions(TypedDict, total=False):
     filter: Mapping[str, Any]
     offset: int
     score_threshold: float
+    highlight: bool
 
 
 def search_options(collection: str, options: SearchOptions) -> dict[str, Any]:

@@ -195,6 +195,9 @@ class Hit(_Response):
     passage: PassageRef
     ranks: Ranks
     rerank_score: float | None = None
+    highlights: list[tuple[int, int]] | None = Field(
+        None, description="with highlight=True: [start, end) offsets in text of the words that match a query term"
+    )
 
 
 class RerankInfo(_Response):

@@ -56,6 +56,7 @@ def _reference(result: SearchResult) -> SearchResponse:
                 passage=PassageRef(id=h.passage_id, index=h.passage_index, start=h.start, end=h.end),
                 ranks=Ranks(dense=h.ranks.get("dense"), bm25=h.ranks.get("bm25")),
                 rerank_score=h.rerank_score,
+                highlights=h.highlights,
             )
             for h in result.hits
         ],
@@ -67,7 +68,7 @@ def _reference(result: SearchResult) -> SearchResponse:
 def _varied() -> list[SearchResult]:
     """Hits with what the body escapes or cleans: non-ASCII, quotes and control characters, non-finite numbers,
     nesting past the response's depth limit, values that are not JSON, a rerank report, passages of one document
-    with equal metadata objects and a passage shared by two queries."""
+    with equal metadata objects, a passage shared by two queries, and highlights (none, and several)."""
     deep: dict[str, Any] = {}
     node = deep
     for _ in range(200):
@@ -80,7 +81,8 @@ def _varied() -> list[SearchResult]:
         _hit("b", 3, {"nan": float("nan"), "inf": [float("-inf")], "n": 10**30, "f": 0.1}, title=""),
         _hit("c", 4, deep, score=-3.25, ranks={"dense": None, "bm25": 12345}),
         _hit("d", 5, {"odd": (1, 2), "when": Path("/x")}, score=1e22, rerank_score=0.75),
-        _hit("e", 123456789, {}, title="", text="", start=10**9, end=10**9),
+        _hit("e", 123456789, {}, title="", text="", start=10**9, end=10**9, highlights=[]),
+        _hit("g", 7, {}, text="moon tides " * 2000, highlights=[(0, 4), (5, 10), (12345, 123456)]),
         shared,
     ]
     outcome = RerankOutcome(model="ce", status="timeout", top_n=50, scored=7, took_ms=12.5, error='slow "model"')

@@ -59,8 +59,9 @@ def _skeletons() -> tuple[int, int, int]:
         passage=PassageRef(id=0, index=0, start=0, end=0),
         ranks=Ranks(dense=None, bm25=None),
         rerank_score=None,
+        highlights=None,
     )
-    hit_fixed = len(hit.model_dump_json()) - len('""0.0""""{}0000nullnullnull')
+    hit_fixed = len(hit.model_dump_json()) - len('""0.0""""{}0000nullnullnullnull')
     result_fixed = len(SearchResponse(hits=[], took_ms=0.0).model_dump_json()) - len("0.0null")
     batch_fixed = len(BatchSearchResponse(results=[], took_ms=0.0).model_dump_json()) - len("0.0")
     return hit_fixed, result_fixed, batch_fixed
@@ -71,6 +72,13 @@ TOOK_MS_BYTES = 24  # the longest a float is written ("-1.2345678901234567e-300"
 
 def _int_size(value: int | None) -> int:
     return 4 if value is None else len(str(value))
+
+
+def _spans_size(spans: list[tuple[int, int]] | None) -> int:
+    """[[s,e],...] as serialised: brackets, each pair's digits and comma, the commas between pairs; null."""
+    if spans is None:
+        return 4
+    return 2 + sum(len(str(s)) + len(str(e)) + 3 for s, e in spans) + max(len(spans) - 1, 0)
 
 
 def _equal(a: Any, b: Any) -> bool:
@@ -122,6 +130,7 @@ def estimated_size(results: Sequence[SearchResult], *, batch: bool) -> int:
                 + _int_size(h.ranks.get("dense"))
                 + _int_size(h.ranks.get("bm25"))
                 + float_size(h.rerank_score)
+                + _spans_size(h.highlights)
             )
     return total
 
@@ -142,6 +151,7 @@ def _hit_out(h: Hit, metadata: dict[str, Any]) -> HitOut:
         passage=PassageRef(id=h.passage_id, index=h.passage_index, start=h.start, end=h.end),
         ranks=Ranks(dense=h.ranks.get("dense"), bm25=h.ranks.get("bm25")),
         rerank_score=h.rerank_score,
+        highlights=h.highlights,
     )
     out.metadata = metadata  # already made safe (response_metadata): assigned as it is, shared, not copied
     return out
@@ -219,6 +229,7 @@ async def _run(state: AppState, opts: SearchOptions, queries: list[str]) -> list
         offset=opts.offset,
         fusion=opts.fusion.model_dump(exclude_none=True) if opts.fusion is not None else None,
         score_threshold=opts.score_threshold,
+        highlight=opts.highlight,
     )
     for r in results:
         if r.rerank is not None:
