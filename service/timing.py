@@ -29,7 +29,8 @@ HEADER = b"server-timing"
 SCOPE_KEY = "vela.timings"  # the request's Timings in its ASGI scope (middleware outside the request guard)
 # The order stages are written in (any other stage follows, in the order it was recorded).
 ORDER = (
-    "queue", "vectors", "encode", "engine", "dense", "bm25", "fuse", "hydrate", "rerank", "highlight", "serialize", "total"
+    "queue", "vectors", "encode", "engine", "dense", "bm25", "fuse",
+    "hydrate", "rerank", "highlight", "serialize", "total",
 )  # fmt: skip
 
 
