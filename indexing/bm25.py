@@ -49,16 +49,23 @@ def tokenize(texts: Sequence[str], *, stem: bool = True, stopwords: bool = True)
 
 def term_spans(text: str, terms: frozenset[str]) -> list[tuple[int, int]]:
     """Character spans [start, end) of the words of `text` that `tokenize` turns into one of `terms` (a query's
-    tokens): what BM25 matched in it, for highlighting. The words are found in `text` itself, so the offsets are
-    its own."""
+    tokens): what BM25 matched in it, for highlighting.
+
+    `tokenize` lowercases the whole text before it splits it, and lowercasing depends on context (a capital sigma
+    becomes final or medial by what follows it), so the words are found in the lowercased text, as there, and
+    their offsets mapped back to the text's (a few characters, such as a dotted capital I, lowercase to two)."""
     if not terms:
         return []
     stemmer = _stemmer()
+    lowered = text.lower()
+    owner: list[int] | None = None  # lowered position -> the text's character it came from, where they differ
+    if len(lowered) != len(text):
+        owner = [i for i, ch in enumerate(text) for _ in range(len(ch.lower()))]
     out = []
-    for m in TOKEN_RE.finditer(text):
-        word = m.group().lower()
-        if word not in _STOP and stemmer.stemWord(word) in terms:
-            out.append((m.start(), m.end()))
+    for m in TOKEN_RE.finditer(lowered):
+        if m.group() not in _STOP and stemmer.stemWord(m.group()) in terms:
+            s, e = m.span()
+            out.append((s, e) if owner is None else (owner[s], owner[e - 1] + 1))
     return out
 
 

@@ -267,22 +267,33 @@ def value_fits(value: Any, kind: str) -> bool:
     return False
 
 
-def first_misfit(fields: Mapping[str, str], documents: Sequence[Mapping[str, Any]]) -> str | None:
-    """Where the first declared field holding a value not of its type is ("documents[3].metadata.year: ..."),
-    None when every one fits."""
+def _misfit_at(fields: Mapping[str, str], documents: Sequence[Mapping[str, Any]]) -> tuple[int, str] | None:
+    """The first document holding a declared field's value not of its type, and what is wrong ("metadata.year:
+    ..."); None when every one fits."""
     for i, d in enumerate(documents):
         md = d.get("metadata") or {}
         for key, kind in fields.items():
             if key in md and not value_fits(md[key], kind):
-                return f"documents[{i}].metadata.{key}: the field is declared {kind}; got {json.dumps(md[key])[:80]}"
+                return i, f"metadata.{key}: the field is declared {kind}; got {json.dumps(md[key])[:80]}"
     return None
+
+
+def first_misfit(fields: Mapping[str, str], documents: Sequence[Mapping[str, Any]]) -> str | None:
+    """A request's first misfit, by its place in the request ("documents[3].metadata.year: ..."), or None."""
+    found = _misfit_at(fields, documents)
+    return None if found is None else f"documents[{found[0]}].{found[1]}"
 
 
 def late_misfit(schema: Mapping[str, Any], documents: Sequence[Mapping[str, Any]]) -> str | None:
     """Why a write job must write nothing: checked when it was asked for, against the schema then, it runs after a
-    schema job declared a field one of its values does not fit. Write jobs check this under the writer lock."""
-    misfit = first_misfit(schema.get("fields", {}), documents)
-    return None if misfit is None else f"{misfit} (declared after this write was asked for): nothing was written"
+    schema job declared a field one of its values does not fit. Write jobs check this under the writer lock. The
+    document is named by its id (the job's request is long answered)."""
+    found = _misfit_at(schema.get("fields", {}), documents)
+    if found is None:
+        return None
+    i, what = found
+    doc_id = str(documents[i].get("id"))[:100]
+    return f"document {doc_id!r}: {what} (declared after this write was asked for): nothing was written"
 
 
 def typed_key(v: Any) -> tuple[str, Any] | None:

@@ -38,6 +38,6 @@ def test_an_upsert_run_after_a_schema_job_is_checked_against_the_new_schema(
     assert run_job(job_id=schema, jobs=jobs, collections=store, embedders=embedders) == JobStatus.SUCCEEDED
     assert run_job(job_id=late, jobs=jobs, collections=store, embedders=embedders) == JobStatus.FAILED
     error = jobs.get(late).error or ""
-    assert "documents[1].metadata.x: the field is declared integer" in error and "nothing was written" in error
+    assert "document 'bad': metadata.x: the field is declared integer" in error and "nothing was written" in error
     coll = store.get("c")
     assert coll.document("bad", passages=False) is None and coll.document("ok", passages=False) is None
