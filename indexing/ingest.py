@@ -244,7 +244,9 @@ def _patch(coll: Collection, payload: list[Any]) -> None:
         new = dict(p["metadata"]) if p["mode"] == "replace" else {**doc.metadata, **p["metadata"]}
         for key, kind in fields.items():  # declared since the request was checked
             if key in new and not value_fits(new[key], kind):
-                raise SchemaMismatch(f"document {doc.doc_id!r}: metadata.{key} does not fit the field's declared type, {kind}")
+                raise SchemaMismatch(
+                    f"document {doc.doc_id!r}: metadata.{key} does not fit the field's declared type, {kind}"
+                )
         chash = content_hash({"title": doc.title, "text": doc.text, "metadata": new}, coll.settings.chunking)
         if chash != doc.content_hash:
             items.append((doc.doc_id, new, chash))
