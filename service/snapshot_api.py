@@ -26,7 +26,6 @@ from indexing.snapshot_format import (
     SnapshotInfo,
     SnapshotInvalid,
     SnapshotNotFound,
-    collection_folder,
     delete_snapshot,
     find_snapshot,
     folder_digest,
@@ -60,11 +59,12 @@ def snapshots_root(settings: Settings) -> Path:
 def snapshot_owners(*, state: AppState, collection: str) -> list[str]:
     """The collections whose snapshots a name reaches: an alias's target (or the collection itself), and, when the
     name is an alias that a deleted collection's snapshots are still kept under, that collection too, so that an
-    alias made later with a deleted collection's name never hides its backups. CollectionNotFound for none."""
+    alias made later with a deleted collection's name never hides its backups. CollectionNotFound for none: a
+    deleted collection counts while it has a snapshot listed (the folder a cancelled job left empty is no trace)."""
     root = snapshots_root(state.settings)
     target = state.collections.resolve(collection)
     owners = [n for n in dict.fromkeys((target, collection)) if n == target and state.collections.is_collection(n)]
-    owners += [n for n in dict.fromkeys((target, collection)) if n not in owners and collection_folder(root, n)]
+    owners += [n for n in dict.fromkeys((target, collection)) if n not in owners and list_snapshots(root, n)]
     if not owners:
         raise CollectionNotFound(collection)
     return owners

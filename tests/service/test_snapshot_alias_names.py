@@ -30,3 +30,13 @@ def test_an_alias_named_like_a_deleted_collection_keeps_its_snapshots_reachable(
         assert client.delete(f"/collections/gone/snapshots/{old}").status_code == 204
         assert [s["name"] for s in client.get("/collections/gone/snapshots").json()["snapshots"]] == [new]
         assert [s["name"] for s in client.get("/collections/live/snapshots").json()["snapshots"]] == [new]
+
+
+def test_an_empty_folder_a_cancelled_job_left_is_no_collection(tmp_path: Path, tiny_embedder_dir: Path) -> None:
+    data = tmp_path / "data"
+    with running_app(data, embedder=str(tiny_embedder_dir)) as (client, _):
+        (data / "snapshots" / "ghost").mkdir(parents=True)  # what a snapshot job cancelled by a delete leaves
+        r = client.get("/collections/ghost/snapshots")
+        assert r.status_code == 404 and r.json()["error"]["code"] == "collection_not_found", r.text
+        index(client, "live", [{"id": "a", "text": "tides"}])
+        assert client.get("/collections/live/snapshots").json() == {"snapshots": []}  # a live one lists none yet
