@@ -25,9 +25,7 @@ Every fault is a FilterError naming the JSON path of the fault ("filter.must[0].
 
 from __future__ import annotations
 
-import json
-import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -244,56 +242,6 @@ def parse_filter(raw: Any, schema: Schema | None = None, path: str = "filter") -
     if raw is None or raw == {}:
         return None
     return _Parser(schema or Schema({})).node(raw, path, 0)
-
-
-_FLOAT_MAX = int(sys.float_info.max)
-
-
-def value_fits(value: Any, kind: str) -> bool:
-    """Whether a metadata value suits a declared field: a value of its type, a list of them, or null."""
-    if value is None:
-        return True
-    items = value if isinstance(value, list) else [value]
-    if kind == "keyword":
-        return all(isinstance(v, str) for v in items)
-    if kind == "integer":
-        return all(isinstance(v, int) and not isinstance(v, bool) and abs(v) < 2**63 for v in items)
-    if kind == "float":  # an integer JSON allows but no float holds (10**400) is refused, not stored
-        return all(is_number(v) and (not isinstance(v, int) or abs(v) <= _FLOAT_MAX) for v in items)
-    if kind == "boolean":
-        return all(isinstance(v, bool) for v in items)
-    if kind == "datetime":
-        return all(parse_datetime(v) is not None for v in items)
-    return False
-
-
-def _misfit_at(fields: Mapping[str, str], documents: Sequence[Mapping[str, Any]]) -> tuple[int, str] | None:
-    """The first document holding a declared field's value not of its type, and what is wrong ("metadata.year:
-    ..."); None when every one fits."""
-    for i, d in enumerate(documents):
-        md = d.get("metadata") or {}
-        for key, kind in fields.items():
-            if key in md and not value_fits(md[key], kind):
-                return i, f"metadata.{key}: the field is declared {kind}; got {json.dumps(md[key])[:80]}"
-    return None
-
-
-def first_misfit(fields: Mapping[str, str], documents: Sequence[Mapping[str, Any]]) -> str | None:
-    """A request's first misfit, by its place in the request ("documents[3].metadata.year: ..."), or None."""
-    found = _misfit_at(fields, documents)
-    return None if found is None else f"documents[{found[0]}].{found[1]}"
-
-
-def late_misfit(schema: Mapping[str, Any], documents: Sequence[Mapping[str, Any]]) -> str | None:
-    """Why a write job must write nothing: checked when it was asked for, against the schema then, it runs after a
-    schema job declared a field one of its values does not fit. Write jobs check this under the writer lock. The
-    document is named by its id (the job's request is long answered)."""
-    found = _misfit_at(schema.get("fields", {}), documents)
-    if found is None:
-        return None
-    i, what = found
-    doc_id = str(documents[i].get("id"))[:100]
-    return f"document {doc_id!r}: {what} (declared after this write was asked for): nothing was written"
 
 
 def typed_key(v: Any) -> tuple[str, Any] | None:

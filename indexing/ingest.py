@@ -11,11 +11,12 @@ from typing import Any
 from indexing.collection import Collection, CollectionNotFound
 from indexing.context import commit_collection, ensure_context, queue_context_refresh, refresh_due
 from indexing.filter_match import matches
-from indexing.filters import Schema, late_misfit, parse_filter, value_fits
+from indexing.filters import Schema, parse_filter
 from indexing.fusion_choice import after_ingest
 from indexing.generations import serving_writer
 from indexing.jobs import GENERATION_KINDS, SNAPSHOT_KINDS, TERMINAL, JobKind, JobStatus, JobStore
 from indexing.merger import after_commit
+from indexing.metadata_fit import late_misfit, value_fits
 from indexing.prepare import content_hash, prepare_documents, rewrite_if_only_metadata
 from indexing.reindex import run_generation_job
 from indexing.settings import RayIngestOptions

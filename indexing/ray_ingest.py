@@ -25,8 +25,8 @@ import numpy as np
 
 from indexing.chunking import ChunkingParams
 from indexing.docstore import StoredDocument
-from indexing.filters import late_misfit
 from indexing.jobs import JobStatus, JobStore
+from indexing.metadata_fit import late_misfit
 from indexing.prepare import chunk_and_embed, content_hash
 from indexing.settings import RayIngestOptions
 from indexing.shards import ShardedCollection

@@ -8,8 +8,8 @@ from typing import Any
 from indexing.bm25 import BM25Params
 from indexing.chunking import ChunkingParams
 from indexing.collection import Collection, CollectionConflict, CollectionSettings
-from indexing.filters import first_misfit
 from indexing.jobs import Job, JobKind
+from indexing.metadata_fit import first_misfit
 from service.model_registry import UnusableModel, public_model_name, request_model
 from service.state import AppState
 

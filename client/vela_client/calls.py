@@ -5,9 +5,8 @@ Optional arguments left as None are not sent, so the server's defaults (and any 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Literal, TypedDict, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 import httpx
 from pydantic import BaseModel, ValidationError
@@ -20,11 +19,8 @@ from vela_client.models import (
     BatchSearchResponse,
     Collection,
     CollectionList,
-    Count,
     Dim,
     Document,
-    DocumentPage,
-    Facet,
     Fusion,
     Health,
     Job,
@@ -35,7 +31,6 @@ from vela_client.models import (
     Readiness,
     Rerank,
     SearchResponse,
-    StoredDocument,
 )
 from vela_client.routes import Call
 
@@ -105,55 +100,6 @@ def delete_collection(name: str) -> Call[None]:
 
 def delete_document(collection: str, doc_id: str) -> Call[JobAccepted]:
     return routes.DELETE_DOCUMENT.call(_model(JobAccepted), name=collection, doc_id=doc_id)
-
-
-def get_document(collection: str, doc_id: str) -> Call[StoredDocument]:
-    return routes.GET_DOCUMENT.call(_model(StoredDocument), name=collection, doc_id=doc_id)
-
-
-def scroll_documents(
-    collection: str, *, filter: Mapping[str, Any] | None, cursor: str | None, limit: int | None
-) -> Call[DocumentPage]:
-    text = json.dumps(dict(filter), separators=(",", ":")) if filter is not None else None
-    params = _set(filter=text, cursor=cursor, limit=limit)
-    return routes.SCROLL_DOCUMENTS.call(_model(DocumentPage), params=params, name=collection)
-
-
-def patch_document(
-    collection: str, doc_id: str, metadata: Mapping[str, Any], mode: Literal["merge", "replace"]
-) -> Call[JobAccepted]:
-    body = {"metadata": dict(metadata), "mode": mode}
-    return routes.PATCH_DOCUMENT.call(_model(JobAccepted), json=body, name=collection, doc_id=doc_id)
-
-
-def delete_documents(collection: str, ids: Iterable[str] | None, filter: Mapping[str, Any] | None) -> Call[JobAccepted]:
-    """By `ids` or by `filter`: exactly one of the two (the server's own rule, checked before anything is sent)."""
-    body: dict[str, Any]
-    if ids is not None and filter is None:
-        if isinstance(ids, str):  # a str is an iterable of one-letter ids: surely a mistake
-            raise TypeError("ids must be a list of document ids, not one string (use delete_document for one)")
-        body = {"ids": list(ids)}
-    elif filter is not None and ids is None:
-        body = {"filter": dict(filter)}
-    else:
-        raise ValueError("give exactly one of ids and filter")
-    return routes.DELETE_DOCUMENTS.call(_model(JobAccepted), json=body, name=collection)
-
-
-def count(collection: str, filter: Mapping[str, Any] | None) -> Call[int]:
-    parse = _model(Count)
-    body = {"filter": dict(filter) if filter is not None else None}
-    return routes.COUNT.call(lambda r: parse(r).count, json=body, name=collection)
-
-
-def facet(collection: str, key: str, filter: Mapping[str, Any] | None, limit: int | None) -> Call[Facet]:
-    body = _set(key=key, filter=dict(filter) if filter is not None else None, limit=limit)
-    return routes.FACET.call(_model(Facet), json=body, name=collection)
-
-
-def set_schema(collection: str, fields: Mapping[str, str], strict: bool) -> Call[JobAccepted]:
-    body = {"fields": dict(fields), "strict": strict}
-    return routes.SET_SCHEMA.call(_model(JobAccepted), json=body, name=collection)
 
 
 def reindex(

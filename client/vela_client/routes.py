@@ -5,7 +5,8 @@ Adding a route to the client takes three small steps, the same for every route:
 2. a function in `vela_client.calls` that turns typed arguments into a `Call`;
 3. a one-line method in `VelaClient` and in `AsyncVelaClient` that sends that `Call` (in the client module, or in the
    mixin for its resource: sync_documents.py / async_documents.py, sync_collections.py / async_collections.py,
-   sync_snapshots.py / async_snapshots.py, whose calls are in `vela_client.snapshot_calls`).
+   sync_snapshots.py / async_snapshots.py, whose calls are in `vela_client.snapshot_calls`; the stored-documents
+   calls are in `vela_client.document_calls`).
 """
 
 from __future__ import annotations

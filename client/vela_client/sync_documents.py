@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Literal, overload
 
-from vela_client import calls
+from vela_client import calls, document_calls
 from vela_client.bases import SyncBase
 from vela_client.calls import DocumentLike
 from vela_client.models import DocumentPage, Facet, Job, JobAccepted, StoredDocument
@@ -94,7 +94,7 @@ class SyncDocumentsMixin(SyncBase):
 
     def get_document(self, collection: str, doc_id: str) -> StoredDocument:
         """A document as stored, with its passages; NotFound (`document_not_found` or `collection_not_found`)."""
-        return self._send(calls.get_document(collection, doc_id))
+        return self._send(document_calls.get_document(collection, doc_id))
 
     def scroll_documents(
         self,
@@ -106,7 +106,7 @@ class SyncDocumentsMixin(SyncBase):
     ) -> DocumentPage:
         """One page of the collection's documents in id order, filtered by metadata; pass `next_cursor` on.
         A page may hold fewer than `limit` documents and still have a next_cursor (see `iter_documents`)."""
-        return self._send(calls.scroll_documents(collection, filter=filter, cursor=cursor, limit=limit))
+        return self._send(document_calls.scroll_documents(collection, filter=filter, cursor=cursor, limit=limit))
 
     def iter_documents(
         self, collection: str, *, filter: Mapping[str, Any] | None = None, page_size: int | None = None
@@ -157,7 +157,9 @@ class SyncDocumentsMixin(SyncBase):
     ) -> JobAccepted | Job:
         """New metadata for a document without re-embedding it, through a job: `merge` updates the given keys (a
         key set to None is stored as null), `replace` sets the whole metadata."""
-        return self._submit(calls.patch_document(collection, doc_id, metadata, mode), wait, on_progress, timeout)
+        return self._submit(
+            document_calls.patch_document(collection, doc_id, metadata, mode), wait, on_progress, timeout
+        )
 
     @overload
     def delete_documents(
@@ -195,18 +197,18 @@ class SyncDocumentsMixin(SyncBase):
         document whose stored metadata passes `filter` (as `scroll_documents` takes it) when the job runs. Exactly
         one of the two, else ValueError before anything is sent. The job's `result["deleted"]` says how many were
         there."""
-        return self._submit(calls.delete_documents(collection, ids, filter), wait, on_progress, timeout)
+        return self._submit(document_calls.delete_documents(collection, ids, filter), wait, on_progress, timeout)
 
     def count(self, collection: str, filter: Mapping[str, Any] | None = None) -> int:
         """Documents of the searchable (committed) index with a live passage that passes `filter`."""
-        return self._send(calls.count(collection, filter))
+        return self._send(document_calls.count(collection, filter))
 
     def facet(
         self, collection: str, key: str, *, filter: Mapping[str, Any] | None = None, limit: int | None = None
     ) -> Facet:
         """The `limit` (default 10) values of a declared keyword, integer or boolean field held by the most
         documents that pass `filter`, each with its number of documents, and how many distinct values there are."""
-        return self._send(calls.facet(collection, key, filter, limit))
+        return self._send(document_calls.facet(collection, key, filter, limit))
 
     @overload
     def set_schema(
@@ -237,4 +239,4 @@ class SyncDocumentsMixin(SyncBase):
     ) -> JobAccepted | Job:
         """Declare the collection's metadata fields ({name: "keyword" | "integer" | "float" | "boolean" |
         "datetime"}) through a job, which fails (JobFailed with `wait=True`) when stored values do not fit."""
-        return self._submit(calls.set_schema(collection, fields, strict), wait, on_progress, timeout)
+        return self._submit(document_calls.set_schema(collection, fields, strict), wait, on_progress, timeout)

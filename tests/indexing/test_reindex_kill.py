@@ -46,16 +46,22 @@ def _hits(store: CollectionStore) -> list[str]:
     return [coll.passages({pid: 0 for _, _, pid in fused.top})[pid].doc_id for _, _, pid in fused.top]
 
 
-@pytest.mark.parametrize("refresh", ["new embedder", "CDE context refresh"])
-def test_sigkill_partway_then_resume(tmp_path: Path, request: pytest.FixtureRequest, refresh: str) -> None:
-    cde = refresh == "CDE context refresh"
-    model = request.getfixturevalue("tiny_cde_dir" if cde else "tiny_embedder_dir")
-    data = tmp_path / "data"
+def _ingested(data: Path, model: Path) -> tuple[CollectionStore, JobStore, EmbedderCache]:
+    """The collection "c" under `data`, DOCS ingested with `model` (generation 0)."""
     store, jobs, embedders = CollectionStore(data), JobStore(data / "jobs.sqlite3"), EmbedderCache()
     dim = embedders.get(str(model)).dim
     store.create(CollectionSettings(name="c", embedder=str(model), dim=dim, chunking=ChunkingParams(32, 8)))
     job = jobs.create(collection="c", kind=JobKind.UPSERT, payload=DOCS)
     assert run_job(job_id=job.id, jobs=jobs, collections=store, embedders=embedders) == JobStatus.SUCCEEDED
+    return store, jobs, embedders
+
+
+@pytest.mark.parametrize("refresh", ["new embedder", "CDE context refresh"])
+def test_sigkill_partway_then_resume(tmp_path: Path, request: pytest.FixtureRequest, refresh: str) -> None:
+    cde = refresh == "CDE context refresh"
+    model = request.getfixturevalue("tiny_cde_dir" if cde else "tiny_embedder_dir")
+    data = tmp_path / "data"
+    store, jobs, embedders = _ingested(data, model)
     serving = _hits(store)
     root = data / "collections" / "c"
     old_context = current_context(store.get("c"))
@@ -114,11 +120,7 @@ def _reindexed_once(tmp_path: Path, model: Path) -> tuple[Path, CollectionStore,
     """A collection ingested with `model` (generation 0) and reindexed in-process to another model (generation 1):
     it serves generation 1 and keeps 0 for rollback. Returns the data directory, store, jobs, and a third model."""
     data = tmp_path / "data"
-    store, jobs, embedders = CollectionStore(data), JobStore(data / "jobs.sqlite3"), EmbedderCache()
-    dim = embedders.get(str(model)).dim
-    store.create(CollectionSettings(name="c", embedder=str(model), dim=dim, chunking=ChunkingParams(32, 8)))
-    job = jobs.create(collection="c", kind=JobKind.UPSERT, payload=DOCS)
-    assert run_job(job_id=job.id, jobs=jobs, collections=store, embedders=embedders) == JobStatus.SUCCEEDED
+    store, jobs, embedders = _ingested(data, model)
     spec = {"collection": "c", "embedder": str(save_tiny_bert(tmp_path / "two")), "embedder_name": "two"}
     job = jobs.create(collection="c", kind=JobKind.REINDEX, payload=[spec])
     assert run_job(job_id=job.id, jobs=jobs, collections=store, embedders=embedders) == JobStatus.SUCCEEDED
