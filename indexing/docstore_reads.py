@@ -136,6 +136,16 @@ class DocStoreReads:
             if d in spans
         }
 
+    def passage_vectors(self, doc_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """doc id -> (P, d) float32, its passages' stored vectors in passage order; no text is read."""
+        rows = self._select_in(
+            "SELECT doc_id, embedding FROM passages WHERE doc_id IN ({marks}) ORDER BY doc_id, idx", list(doc_ids)
+        )
+        vectors: dict[str, list[np.ndarray]] = {}
+        for doc_id, emb in rows:
+            vectors.setdefault(doc_id, []).append(np.frombuffer(emb, dtype=np.float32))
+        return {d: np.stack(v) for d, v in vectors.items()}
+
     def metadata_after(self, after: str | None, limit: int) -> list[tuple[str, str]]:
         """(doc_id, metadata JSON text) of the first `limit` documents with ids above `after`, by id (the
         primary key's order: SQLite compares text as UTF-8 bytes, which is code point order, as Python does)."""

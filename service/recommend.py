@@ -38,13 +38,15 @@ def _unit(v: np.ndarray) -> np.ndarray:
 def query_vector(coll: Collection, like: Sequence[str], unlike: Sequence[str]) -> np.ndarray:
     """(d,) float32, unit length, from the stored passage vectors of the named documents."""
     like, unlike = list(dict.fromkeys(like)), list(dict.fromkeys(unlike))  # a document counts once, however named
-    stored = coll.stored_documents([*like, *unlike])
+    stored: dict[str, np.ndarray] = {}  # the vectors alone: a document's text is not read
+    for store, ids in coll.by_store([*like, *unlike]):
+        stored.update(store.passage_vectors(ids))
     missing = list(dict.fromkeys(d for d in [*like, *unlike] if d not in stored))
     if missing:
         raise DocumentsNotFound(missing)
 
     def mean_of(ids: Sequence[str]) -> np.ndarray:  # each document weighs the same, whatever its passages
-        return np.mean([_unit(stored[d].embeddings.astype(np.float64).mean(axis=0)) for d in ids], axis=0)
+        return np.mean([_unit(stored[d].astype(np.float64).mean(axis=0)) for d in ids], axis=0)
 
     pos = mean_of(like)
     q = pos + (pos - mean_of(unlike)) if unlike else pos

@@ -96,3 +96,18 @@ def test_refusals(server: Any, body: dict[str, Any], status: int, code: str) -> 
     client, _ = server
     r = client.post("/recommend", json={"collection": "mix", **body})
     assert r.status_code == status and r.json()["error"]["code"] == code, r.text
+
+
+def test_a_sharded_collection_recommends_as_one_shard_does(server: Any) -> None:
+    client, _ = server
+    r = client.post("/index", json={"collection": "mix3", "documents": DOCS, "shards": 3})
+    assert r.status_code == 202 and wait_job(client, r.json()["job_id"])["status"] == "succeeded"
+    one = _ids(client, like=["tides1", "long"], unlike=["bread2"], k=10)
+    three = [
+        (h["id"], h["score"])
+        for h in client.post(
+            "/recommend", json={"collection": "mix3", "like": ["tides1", "long"], "unlike": ["bread2"], "k": 10}
+        ).json()["hits"]
+    ]
+    assert [d for d, _ in three] == [d for d, _ in one]
+    assert [s for _, s in three] == pytest.approx([s for _, s in one], abs=1e-5)
