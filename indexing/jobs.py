@@ -125,6 +125,19 @@ class JobStore:
         )
         return None if row is None else str(row[0])
 
+    def latest_of(self, collection: str, kinds: frozenset[JobKind]) -> str | None:
+        """The newest job of one of `kinds` on the collection, whatever its status, or None."""
+        marks = ",".join("?" * len(kinds))
+        row = (
+            self._conn()
+            .execute(
+                f"SELECT id FROM jobs WHERE collection = ? AND kind IN ({marks}) ORDER BY created_at DESC LIMIT 1",
+                (collection, *sorted(k.value for k in kinds)),
+            )
+            .fetchone()
+        )
+        return None if row is None else str(row[0])
+
     @staticmethod
     def _insert(job_id: str, collection: str, kind: JobKind, payload: list[Any]) -> tuple[str, tuple[Any, ...]]:
         sql = "INSERT INTO jobs(id, collection, kind, status, total, payload, created_at) VALUES (?,?,?,?,?,?,?)"

@@ -136,7 +136,7 @@ def _refuse_existing(collections: CollectionStore, into: str) -> None:
         shutil.rmtree(trash, ignore_errors=True)
 
 
-def _restored_by(collections: CollectionStore, into: str, created: Any) -> bool:
+def restored_by(collections: CollectionStore, into: str, created: Any) -> bool:
     """Whether `into` is the collection this job renamed into place before a crash (its creation time is the one
     the job recorded)."""
     if created is None or not collections.is_collection(into):
@@ -183,7 +183,7 @@ def _restore(
 ) -> dict[str, Any]:
     into = validate_name(spec["into"])
     prior = jobs.get(job_id).result or {}
-    if _restored_by(collections, into, prior.get("created_at")):
+    if restored_by(collections, into, prior.get("created_at")):
         return prior
     _refuse_existing(collections, into)
     source = Path(spec["snapshot"])
@@ -218,7 +218,14 @@ def _restore(
         fsync_tree(tmp)
         # an upload's file has a server-made name no listing shows: the result names no snapshot then
         shown = None if spec.get("upload") else source.name
-        result = {"collection": into, "snapshot": shown, "documents": total, "created_at": created}
+        # the sha256 lets a retry of the same request find this job (service/snapshot_api.py `earlier_restore`)
+        result = {
+            "collection": into,
+            "snapshot": shown,
+            "documents": total,
+            "created_at": created,
+            "sha256": spec.get("sha256"),
+        }
         jobs.set_result(job_id, result)  # before the rename: a re-run then knows the collection is its own
         _refuse_existing(collections, into)
         try:

@@ -19,7 +19,7 @@ from typing import Any, BinaryIO
 from anyio import to_thread
 
 from indexing.collection import CollectionConflict, CollectionNotFound, validate_name
-from indexing.jobs import Job, JobKind, JobNotFound
+from indexing.jobs import Job, JobKind, JobNotFound, JobStatus
 from indexing.snapshot_format import (
     SNAPSHOT_NAME,
     UNREGISTERED,
@@ -32,6 +32,7 @@ from indexing.snapshot_format import (
     list_snapshots,
     read_manifest,
 )
+from indexing.snapshot_restore import restored_by
 from service.model_registry import (
     ModelKindMismatch,
     UnknownModelName,
@@ -147,24 +148,60 @@ def restore_model(*, state: AppState, manifest: dict[str, Any]) -> str:
     )
 
 
-def _queue_restore(*, state: AppState, spec: dict[str, Any]) -> Job:
+def earlier_restore(*, state: AppState, into: str, sha256: str | None) -> Job | None:
+    """The job the same request made before (the same new name, the same snapshot by its sha256), while it is
+    queued or running, or once it has succeeded while the collection is still the one it made. A client that lost
+    the answer and sends the request again gets that job back instead of a 409, and nothing is stored twice.
+    Without a sha256 (an upload that sent none) there is nothing to compare: None."""
+    job_id = state.jobs.latest_of(into, RESTORE_KINDS) if sha256 is not None else None
+    if job_id is None:
+        return None
+    try:
+        job = state.jobs.get(job_id)
+        if job.status in (JobStatus.QUEUED, JobStatus.RUNNING):
+            payload = state.jobs.payload(job_id)  # dropped once the job ends: then its result says
+            same = bool(payload) and payload[0].get("sha256") == sha256
+        else:
+            made = job.result or {}
+            same = (
+                job.status == JobStatus.SUCCEEDED
+                and made.get("sha256") == sha256
+                and restored_by(state.collections, into, made.get("created_at"))
+            )
+    except JobNotFound:
+        return None
+    return job if same else None
+
+
+def _queue_restore(*, state: AppState, spec: dict[str, Any]) -> tuple[Job, bool]:
+    """The restore's job, and whether it is new (False: the same request's, sent just before)."""
+    if (same := earlier_restore(state=state, into=spec["into"], sha256=spec.get("sha256"))) is not None:
+        return same, False  # an upload that began before its twin was queued, and ended after
     job = state.jobs.create_unless_unfinished(
         collection=spec["into"], kind=JobKind.RESTORE, payload=[spec], kinds=RESTORE_KINDS
     )
     if isinstance(job, str):  # one sent just before is queued or running
-        raise CollectionConflict(f"a restore into {spec['into']!r} is under way (job {job})")
+        same = earlier_restore(state=state, into=spec["into"], sha256=spec.get("sha256"))
+        if same is not None and same.id == job:
+            return same, False
+        hint = "" if spec.get("sha256") else " (an upload that sends sha256= gets that job back when it is the same)"
+        raise CollectionConflict(f"a restore into {spec['into']!r} is under way (job {job}){hint}")
     state.queue.submit(job.id)
-    return job
+    return job, True
 
 
 def submit_restore(*, state: AppState, collection: str, snapshot: str, into: str) -> Job:
     """Check the request and queue the restore: CollectionNotFound, SnapshotNotFound, ValueError (the name),
-    CollectionConflict, SnapshotInvalid (not a snapshot this server reads), SnapshotModelUnavailable."""
+    CollectionConflict, SnapshotInvalid (not a snapshot this server reads), SnapshotModelUnavailable. The same
+    request sent again gets the job it made (`earlier_restore`)."""
     path, info = snapshot_file(state=state, collection=collection, snapshot=snapshot)
+    validate_name(into)
+    if (same := earlier_restore(state=state, into=into, sha256=info.sha256)) is not None:
+        return same
     check_new_name(state=state, into=into)
     model = restore_model(state=state, manifest=read_manifest(path))
     spec = {"snapshot": str(path), "sha256": info.sha256, "into": into, "embedder": model}
-    return _queue_restore(state=state, spec=spec)
+    return _queue_restore(state=state, spec=spec)[0]
 
 
 SWEEP_LOCK = ".sweep.lock"  # in the uploads folder: a sweep holds it exclusively, an upload's two steps shared
@@ -220,7 +257,11 @@ def _sweep_locked(folder: Path, state: AppState) -> None:
 
 async def submit_upload(*, state: AppState, into: str, body: AsyncIterator[bytes], sha256: str | None) -> Job:
     """Receive a snapshot into the server's folder and queue its restore as `into`: ValueError, CollectionConflict
-    (before a byte is stored), SnapshotInvalid, SnapshotModelUnavailable. The file goes when its restore ends."""
+    (before a byte is stored), SnapshotInvalid, SnapshotModelUnavailable. The file goes when its restore ends. The
+    same upload sent again (the same `into` and sha256) gets the job it made, and its body is not stored."""
+    validate_name(into)
+    if (same := earlier_restore(state=state, into=into, sha256=sha256)) is not None:
+        return same
     check_new_name(state=state, into=into)
     folder = snapshots_root(state.settings) / UPLOADS
     folder.mkdir(parents=True, exist_ok=True)
@@ -234,7 +275,10 @@ async def submit_upload(*, state: AppState, into: str, body: AsyncIterator[bytes
         manifest = await to_thread.run_sync(read_manifest, path)
         model = restore_model(state=state, manifest=manifest)
         spec = {"snapshot": str(path), "sha256": sha256, "into": into, "embedder": model, "upload": True}
-        return await to_thread.run_sync(_queued_unlocked, folder, f, lambda: _queue_restore(state=state, spec=spec))
+        job, new = await to_thread.run_sync(_queued_unlocked, folder, f, lambda: _queue_restore(state=state, spec=spec))
+        if not new:  # the same upload, sent twice at once: the other one's file is restored
+            path.unlink(missing_ok=True)
+        return job
     except BaseException:
         path.unlink(missing_ok=True)
         raise
@@ -250,7 +294,7 @@ def _created_locked(folder: Path, path: Path) -> BinaryIO:
         return f
 
 
-def _queued_unlocked(folder: Path, f: BinaryIO, queue: Callable[[], Job]) -> Job:
+def _queued_unlocked(folder: Path, f: BinaryIO, queue: Callable[[], tuple[Job, bool]]) -> tuple[Job, bool]:
     """Queue the restore and let go of the file while no sweep runs: a later sweep finds the job naming it."""
     with _folder_lock(folder, fcntl.LOCK_SH):
         job = queue()
@@ -263,6 +307,7 @@ __all__ = [
     "SnapshotModelUnavailable",
     "SnapshotNotFound",
     "check_new_name",
+    "earlier_restore",
     "remove_snapshot",
     "snapshot_file",
     "snapshot_owners",

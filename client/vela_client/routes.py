@@ -117,10 +117,10 @@ LIST_SNAPSHOTS = Route("GET", "/collections/{name}/snapshots")
 DOWNLOAD_SNAPSHOT = Route("GET", "/collections/{name}/snapshots/{snapshot}")
 # 404 the second time, although the first one worked.
 DELETE_SNAPSHOT = Route("DELETE", "/collections/{name}/snapshots/{snapshot}", idempotent=False)
-# Sent twice, the second restore into the same name is refused (409) although the first one worked.
-RESTORE_SNAPSHOT = Route("POST", "/collections/{name}/snapshots/{snapshot}/restore", idempotent=False)
-# Likewise an upload (a restore of the tar it sends).
-UPLOAD_SNAPSHOT = Route("POST", "/snapshots/upload", idempotent=False)
+# Sent again, a restore (the same snapshot into the same name) gets the job the first one made back.
+RESTORE_SNAPSHOT = Route("POST", "/collections/{name}/snapshots/{snapshot}/restore")
+# Likewise an upload, which this client always sends with its sha256 (the server compares by it).
+UPLOAD_SNAPSHOT = Route("POST", "/snapshots/upload")
 
 ROUTES: tuple[Route, ...] = (
     HEALTHZ,
