@@ -51,10 +51,17 @@ class Route:
         for name, value in path_params.items():
             if not isinstance(value, str) or not value:
                 raise ValueError(f"{name} must be a non-empty string, not {value!r}")
-        # Every path parameter fully percent-encoded: a document id may hold "/", "?" or "#".
-        path = self.path.format(**{k: quote(v, safe="") for k, v in path_params.items()})
+        path = self.path.format(**{k: path_segment(v) for k, v in path_params.items()})
         params_sent = dict(params) if params else None
         return Call(self, path, parse, json, params_sent, upload, dict(headers) if headers else None, download)
+
+
+def path_segment(value: str) -> str:
+    """One path parameter as one segment, fully percent-encoded: a document id may hold "/", "?" or "#". An id
+    that is "." or ".." has its dots encoded too: left as they are, the URL would be resolved as a path (RFC 3986
+    dot segments), and `DELETE /collections/c/documents/..` would be sent as `DELETE /collections/c`."""
+    quoted = quote(value, safe="")
+    return quoted.replace(".", "%2E") if value in (".", "..") else quoted
 
 
 @dataclass(frozen=True)

@@ -217,3 +217,20 @@ def test_index_declares_the_schema_of_a_new_collection(client: VelaClient, uniqu
         name, [{"id": "x", "text": "otters", "metadata": {"n": 8}}], schema={"n": "integer"}, strict=True
     )
     assert client.wait_job(job).succeeded and client.get_collection(name).documents == len(DOCS) + 1
+
+
+@pytest.mark.parametrize("doc_id", [".", "..", "...", "./..", "%2E%2E"])
+def test_ids_made_of_dots_name_that_document_and_nothing_else(client: VelaClient, notes: str, doc_id: str) -> None:
+    # "." and ".." must go out as one encoded segment: resolved as dot segments, deleting the document ".."
+    # would have sent DELETE /collections/{name} and deleted the whole collection.
+    client.index(notes, [{"id": doc_id, "text": "a document named with dots"}], wait=True)
+    assert client.get_document(notes, doc_id).id == doc_id
+    client.patch_document(notes, doc_id, metadata={"n": 99}, wait=True)
+    assert client.get_document(notes, doc_id).metadata == {"n": 99}
+    client.delete_document(notes, doc_id, wait=True)
+    with pytest.raises(NotFound):
+        client.get_document(notes, doc_id)
+    assert client.get_collection(notes).documents == len(DOCS)  # the collection and its other documents stay
+    with pytest.raises(NotFound):
+        client.delete_snapshot(notes, doc_id)
+    assert client.get_collection(notes).documents == len(DOCS)
