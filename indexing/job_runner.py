@@ -44,6 +44,7 @@ class SharedLaneQueue:
         self._lock_file: IO[str] | None = None
         self._seen: set[str] = set()  # unfinished jobs already handed to the lanes
         self._seen_lock = threading.Lock()
+        self._hand_lock = threading.RLock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="vela-job-runner", daemon=True)
 
@@ -76,14 +77,18 @@ class SharedLaneQueue:
 
     def submit(self, job_id: str) -> None:
         """A job this process recorded: run it here when this process is the runner, else the runner's poll
-        finds it in the job store."""
+        finds it in the job store. The runner hands the lanes every job it has not seen yet, oldest first, not
+        this one alone: a write another process recorded just before (its client already had the 202) would
+        otherwise wait for the next poll and run after this newer one, which it must precede."""
         if not self.leading:
             return
-        with self._seen_lock:
-            if job_id in self._seen:
-                return
-            self._seen.add(job_id)
-        self.lanes.submit(job_id)
+        with self._hand_lock:
+            self._poll()
+            with self._seen_lock:  # already handed over, by this poll or an earlier one
+                if job_id in self._seen:
+                    return
+                self._seen.add(job_id)
+            self.lanes.submit(job_id)
 
     def join(self) -> None:
         self.lanes.join()
@@ -102,16 +107,17 @@ class SharedLaneQueue:
         if not self.leading:
             self.try_lead()
             return
-        with self._seen_lock:
-            before = set(self._seen)
-        unfinished = self.jobs.unfinished()
-        with self._seen_lock:
-            new = [j for j in unfinished if j not in self._seen]
-            # Jobs finished by now leave the set, which stays as small as the backlog; one `submit` added while
-            # the store was read is kept (it may be missing from `unfinished` only because it is that new).
-            self._seen = (self._seen - (before - set(unfinished))) | set(new)
-        for job_id in new:
-            self.lanes.submit(job_id)
+        with self._hand_lock:  # the poll thread and `submit` hand jobs over one at a time, each batch in order
+            with self._seen_lock:
+                before = set(self._seen)
+            unfinished = self.jobs.unfinished()  # oldest first
+            with self._seen_lock:
+                new = [j for j in unfinished if j not in self._seen]
+                # Jobs finished by now leave the set, which stays as small as the backlog; one `submit` added
+                # while the store was read is kept (it may be missing from `unfinished` only because it is that new).
+                self._seen = (self._seen - (before - set(unfinished))) | set(new)
+            for job_id in new:
+                self.lanes.submit(job_id)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.poll_s):

@@ -89,3 +89,32 @@ def test_the_other_queue_takes_over_and_runs_what_was_left(pair: Pair) -> None:
     jobs.start(left.id)  # and even marked running, as a job the dead runner was in the middle of
     _until(lambda: jobs.get(left.id).status == "succeeded")
     assert pair.b.leading and pair.leads == ["a", "b"] and pair.runs.by == Counter({("b", left.id): 1})
+
+
+def test_jobs_run_in_the_order_they_were_recorded_whichever_process_recorded_them(tmp_path: Path) -> None:
+    # The runner's own job used to go to its lanes at once, while one the other process had recorded just
+    # before (its client already answered) waited for the next poll: two writes in a row ran newest first, and
+    # the newer one was lost. A long poll makes that window certain here.
+    jobs = JobStore(tmp_path / "jobs.sqlite3")
+    order: list[str] = []
+
+    def run(job_id: str) -> None:
+        order.append(job_id)
+        jobs.start(job_id)
+        jobs.finish(job_id, JobStatus.SUCCEEDED)
+
+    a = SharedLaneQueue(jobs, run, tmp_path / "jobs.lock", poll_s=30.0)
+    b = SharedLaneQueue(jobs, run, tmp_path / "jobs.lock", poll_s=30.0)
+    a.start()
+    b.start()
+    try:
+        ids = []
+        for i in range(12):
+            job = jobs.create(collection="c", kind=JobKind.UPSERT, payload=[str(i)])
+            (b if i % 3 else a).submit(job.id)  # b records two, then the runner one, and so on
+            ids.append(job.id)
+        _until(lambda: len(order) >= 10)  # up to the runner's last one, i = 9 (10 and 11 wait for a poll)
+        assert order[:10] == ids[:10]
+    finally:
+        b.stop()
+        a.stop()
