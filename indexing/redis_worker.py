@@ -165,6 +165,20 @@ class RedisWorker:
             self.touch()
 
         log.info("job started", extra={"worker": self.name, "job_id": job_id})
-        self.run(job_id, heartbeat)
+        # Beside the job's own beats (one per batch), a beat every third of the claim time, so that a live worker
+        # keeps its job through a batch longer than that, or a wait for the collection's writer lock.
+        done = threading.Event()
+        beats = threading.Thread(target=_beat_until, args=(done, heartbeat, self.claim_idle_ms / 3000), daemon=True)
+        beats.start()
+        try:
+            self.run(job_id, heartbeat)
+        finally:
+            done.set()
+            beats.join()
         self._unacked.append(entry_id)
         log.info("job done", extra={"worker": self.name, "job_id": job_id})
+
+
+def _beat_until(done: threading.Event, heartbeat: Callable[[], None], every_s: float) -> None:
+    while not done.wait(every_s):
+        heartbeat()
