@@ -23,6 +23,7 @@ from indexing.settings import RayIngestOptions
 from indexing.shards import ShardedCollection
 from indexing.snapshots import run_snapshot_job
 from indexing.store import CollectionStore
+from indexing.write_order import let_older_writes_end
 from models import Embedder, EmbedderCache
 
 log = logging.getLogger("vela.ingest")
@@ -52,6 +53,22 @@ def run_job(
     if job.status in TERMINAL:
         return job.status
     job = jobs.start(job_id, worker)
+    if job.status in TERMINAL:  # another worker ran it meanwhile
+        return job.status
+
+    def run_older(older: str) -> object:
+        return run_job(
+            job_id=older,
+            jobs=jobs,
+            collections=collections,
+            embedders=embedders,
+            batch_size=batch_size,
+            commit_interval_s=commit_interval_s,
+            worker=worker,
+            context_refresh_fraction=context_refresh_fraction,
+            submit=submit,
+        )
+
     try:
         if job.kind in GENERATION_KINDS:  # reindex, promote, rollback (indexing/reindex.py)
             return run_generation_job(
@@ -83,8 +100,11 @@ def run_job(
         embedder = embedders.get(coll.settings.embedder)
         if embedder.contextual and isinstance(coll, ShardedCollection):
             raise ValueError(f"collection {coll.name!r} is sharded: contextual embedders are not supported")
+        let_older_writes_end(job, jobs, run_older)  # writes to one collection take effect in the order sent
         # The generation that serves once the lock is held: a promotion while this job waited moves the writes.
         with serving_writer(coll, collections.follow) as coll:
+            if (now := jobs.get(job_id).status) in TERMINAL:  # run to its end by another worker meanwhile
+                return now
             embedder = embedders.get(coll.settings.embedder)
             coll.reload_settings()  # read again under the lock: a schema job may have run meanwhile
             status = _run_batches(

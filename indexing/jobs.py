@@ -138,6 +138,21 @@ class JobStore:
         )
         return None if row is None else str(row[0])
 
+    def older_unfinished(self, job_id: str, kinds: frozenset[JobKind]) -> str | None:
+        """The oldest queued or running job of one of `kinds` on `job_id`'s collection recorded before it."""
+        marks = ",".join("?" * len(kinds))
+        row = (
+            self._conn()
+            .execute(
+                f"SELECT o.id FROM jobs o JOIN jobs j ON j.id = ? WHERE o.collection = j.collection "
+                f"AND o.created_at < j.created_at AND o.id != j.id AND o.kind IN ({marks}) AND o.status IN (?, ?) "
+                "ORDER BY o.created_at LIMIT 1",
+                (job_id, *sorted(k.value for k in kinds), JobStatus.QUEUED.value, JobStatus.RUNNING.value),
+            )
+            .fetchone()
+        )
+        return None if row is None else str(row[0])
+
     @staticmethod
     def _insert(job_id: str, collection: str, kind: JobKind, payload: list[Any]) -> tuple[str, tuple[Any, ...]]:
         sql = "INSERT INTO jobs(id, collection, kind, status, total, payload, created_at) VALUES (?,?,?,?,?,?,?)"
@@ -189,10 +204,11 @@ class JobStore:
         return [r[0] for r in rows]
 
     def start(self, job_id: str, worker: str = "in-process") -> Job:
+        """Mark the job running, unless it has ended meanwhile (another worker ran it): the job as it is."""
         self._conn().execute(
             "UPDATE jobs SET status = ?, started_at = COALESCE(started_at, ?), attempts = attempts + 1, "
-            "worker = ? WHERE id = ?",
-            (JobStatus.RUNNING.value, time.time(), worker, job_id),
+            "worker = ? WHERE id = ? AND status IN (?, ?)",
+            (JobStatus.RUNNING.value, time.time(), worker, job_id, JobStatus.QUEUED.value, JobStatus.RUNNING.value),
         )
         return self.get(job_id)
 
