@@ -71,8 +71,8 @@ def check_search_work(settings: Settings, *, queries: list[str], k: int, depth: 
         raise ApiError(
             413,
             "payload_too_large",
-            f"k x queries is {k * n}; the limit is {settings.max_search_hits} (VELA_MAX_SEARCH_HITS): "
-            "lower k or split the batch",
+            f"hits to rank, (k + offset) x queries, is {k * n}; the limit is {settings.max_search_hits} "
+            "(VELA_MAX_SEARCH_HITS): lower k or offset, or split the batch",
         )
     if depth * n > settings.max_search_depth:
         raise ApiError(

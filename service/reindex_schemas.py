@@ -40,11 +40,11 @@ class GateIn(BaseModel):
     def _one_source(self) -> GateIn:
         inline = self.queries is not None or self.qrels is not None
         if (self.dataset is not None) == inline:
-            raise ValueError("gate: name a dataset, or send queries and qrels inline (one of the two)")
+            raise ValueError("name a dataset, or send queries and qrels inline (one of the two)")
         if inline and (not self.queries or not self.qrels):
-            raise ValueError("gate: inline queries and qrels must both be given and not empty")
+            raise ValueError("inline queries and qrels must both be given and not empty")
         if inline and len(self.queries or {}) > MAX_GATE_QUERIES:
-            raise ValueError(f"gate: at most {MAX_GATE_QUERIES} inline queries")
+            raise ValueError(f"at most {MAX_GATE_QUERIES} inline queries")
         return self
 
 

@@ -157,7 +157,8 @@ def test_connections_past_the_cap_are_refused(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("body", "needle"),
     [
-        ({"queries": ["moon"] * 3, "k": 400}, "k x queries is 1200; the limit is 1000"),
+        ({"queries": ["moon"] * 3, "k": 400}, "(k + offset) x queries, is 1200; the limit is 1000"),
+        ({"queries": ["moon"] * 2, "k": 10, "offset": 491}, "(k + offset) x queries, is 1002; the limit is 1000"),
         ({"queries": ["moon"] * 2, "depth": 6000}, "depth x queries is 12000; the limit is 10000"),
         ({"queries": ["m" * 600] * 2}, "the queries have 1200 characters; the limit is 1000"),
         ({"queries": ["moon"] * 51}, "51 queries in one request; the limit is 50"),

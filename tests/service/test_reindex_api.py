@@ -220,6 +220,9 @@ def test_gate_refuses_a_worse_embedder_with_both_figures(app: tuple[httpx.Client
         r = client.post("/collections/c/reindex", json={"embedder": "tiny2", "gate": {"dataset": bad}})
         assert r.status_code == 422 and r.json()["error"]["code"] == "unknown_dataset", bad
         assert r.json()["error"]["message"] == "gate.dataset: no registered dataset of that name"
+    r = client.post("/collections/c/reindex", json={"embedder": "tiny2", "gate": {"queries": {}, "qrels": {}}})
+    assert r.status_code == 422, r.text  # the field's name once, not "gate: gate: ..."
+    assert r.json()["error"]["message"] == "gate: inline queries and qrels must both be given and not empty"
 
 
 def test_errors(app: tuple[httpx.Client, Path]) -> None:
