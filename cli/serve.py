@@ -47,17 +47,28 @@ def main(args: argparse.Namespace) -> int:
         os.environ["VELA_DATA_DIR"] = args.data_dir
     if args.processes is not None:
         os.environ["VELA_PROCESSES"] = str(args.processes)
+    from pydantic import ValidationError
+
     from indexing.logs import configure_logging
     from models.device import DeviceError, resolve_device
     from service.processes import serve
     from service.settings import Settings
+    from service.startup_checks import settings_error, startup_problem
 
-    settings = Settings()
+    try:
+        settings = Settings()
+    except ValidationError as exc:
+        print(f"vela serve: {settings_error(exc)}", file=sys.stderr)
+        return 2
     configure_logging(settings.log_level)
     try:  # `cuda` without CUDA stops here, before anything serves or reads the data directory
         device = resolve_device(settings.device)
     except DeviceError as e:
         print(f"vela serve: {e}", file=sys.stderr)
+        return 2
+    problem = startup_problem(settings)
+    if problem is not None:  # before any process starts: a process would fail to start, again and again
+        print(f"vela serve: {problem}", file=sys.stderr)
         return 2
     n = settings.process_count(gpu=device.startswith("cuda"))
     if n == 1:

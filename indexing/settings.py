@@ -33,7 +33,9 @@ class IndexingSettings(BaseSettings):
     device: str = Field("auto", pattern=DEVICE_PATTERN, description="auto, cpu, cuda or cuda:N")
     precision: str = Field("auto", pattern=PRECISION_PATTERN, description="auto (bf16 on bf16 GPUs), fp32, bf16")
     gpu_min_passages: int = Field(20_000, ge=0, description="segments from this size are searched on the GPU")
-    log_level: str = "INFO"
+    log_level: str = Field(
+        "INFO", pattern=r"(?i)^(debug|info|warning|error|critical)$", description="debug, info, warning, error"
+    )
     ingest_batch_size: int = Field(256, ge=1, description="documents per ingest batch (and per progress step)")
     commit_interval_s: float = Field(60.0, gt=0, description="a long ingest publishes its progress this often")
     redis_url: str | None = Field(None, description="redis://host:port/db; unset: the in-process queue")

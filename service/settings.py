@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from indexing.settings import IndexingSettings
 
@@ -82,14 +82,27 @@ class Settings(IndexingSettings):
     max_connections: int = Field(1024, ge=1, description="concurrent connections; more get 503 at once")
     protect_metrics: bool = Field(False, description="with API keys, /metrics needs a key too")
     protect_docs: bool = Field(False, description="with API keys, /docs, /redoc and /openapi.json need a key too")
-    bm25_method: str = "lucene"
-    bm25_k1: float = 1.2
-    bm25_b: float = 0.75
+    bm25_method: str = Field(
+        "lucene", pattern=r"^(lucene|okapi|robertson|atire|bm25l|bm25\+)$", description="BM25 variant (new collections)"
+    )
+    bm25_k1: float = Field(1.2, ge=0, description="BM25 term-frequency saturation of new collections")
+    bm25_b: float = Field(0.75, ge=0, le=1, description="BM25 length normalisation of new collections")
 
     @field_validator("api_keys")
     @classmethod
     def _strip(cls, v: str) -> str:
-        return v.strip()
+        v = v.strip()
+        if v and not any(k.strip() for k in v.split(",")):
+            raise ValueError("holds no key (only commas and spaces): leave it empty to turn authentication off")
+        return v
+
+    @model_validator(mode="after")
+    def _overlap_below_passage(self) -> Settings:
+        if self.chunk_overlap >= self.chunk_tokens:
+            raise ValueError(
+                f"VELA_CHUNK_OVERLAP ({self.chunk_overlap}) must be below VELA_CHUNK_TOKENS ({self.chunk_tokens})"
+            )
+        return self
 
     def process_count(self, *, gpu: bool = False) -> int:
         """How many API processes `vela serve` starts: VELA_PROCESSES, or with 0 one per usable core (capped), and

@@ -1,0 +1,49 @@
+"""`vela serve` with a setting no API process could start with (or one that would make every new collection
+fail): one line naming the variable, exit status 2, before any process starts. A model that does not load used to
+make the processes fail and be started again forever; an unchecked BM25 or chunking setting answered 500 later."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cli.main import main as vela
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "needle"),
+    [
+        ("VELA_PORT", "abc", "VELA_PORT: Input should be a valid integer"),
+        ("VELA_BM25_METHOD", "bogus", "VELA_BM25_METHOD: String should match pattern"),
+        ("VELA_BM25_K1", "-1", "VELA_BM25_K1: Input should be greater than or equal to 0"),
+        ("VELA_BM25_B", "2", "VELA_BM25_B: Input should be less than or equal to 1"),
+        ("VELA_CHUNK_OVERLAP", "500", "VELA_CHUNK_OVERLAP (500) must be below VELA_CHUNK_TOKENS (224)"),
+        ("VELA_LOG_LEVEL", "bogus", "VELA_LOG_LEVEL: String should match pattern"),
+        ("VELA_API_KEYS", " , ", "VELA_API_KEYS: holds no key"),
+        ("VELA_EMBEDDER", "/nonexistent", "VELA_EMBEDDER: embedder '/nonexistent' is neither"),
+        ("VELA_RERANKER", "/nonexistent", "VELA_RERANKER: reranker '/nonexistent' is not a local model directory"),
+        ("VELA_DOCUMENT_PRECISION", "bogus", "VELA_DOCUMENT_PRECISION must be one of auto, fp32"),
+        ("VELA_SNAPSHOTS_DIR", "/etc/hostname", "VELA_SNAPSHOTS_DIR: /etc/hostname is not a folder"),
+    ],
+)
+def test_a_setting_no_process_could_start_with_stops_vela_serve(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    variable: str,
+    value: str,
+    needle: str,
+) -> None:
+    monkeypatch.setenv(variable, value)
+    monkeypatch.setenv("VELA_PROCESSES", "2")
+    assert vela(["serve", "--data-dir", str(tmp_path / "data"), "--port", "1"]) == 2
+    said = [line for line in capsys.readouterr().err.splitlines() if not line.startswith("{")]  # less JSON logs
+    assert len(said) == 1 and said[0].startswith("vela serve: ") and needle in said[0], said
+
+
+def test_the_defaults_pass(tmp_path: Path) -> None:
+    from service.settings import Settings
+    from service.startup_checks import startup_problem
+
+    assert startup_problem(Settings(data_dir=tmp_path, log_level="debug")) is None
