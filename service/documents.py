@@ -10,6 +10,7 @@ from indexing.chunking import ChunkingParams
 from indexing.collection import Collection, CollectionConflict, CollectionSettings
 from indexing.jobs import Job, JobKind
 from indexing.metadata_fit import first_misfit
+from indexing.queue import QueueUnavailable
 from service.model_registry import UnusableModel, public_model_name, request_model
 from service.state import AppState
 
@@ -127,10 +128,17 @@ def submit_upsert(
     check_limits(state=state, documents=documents)
     if schema is not None:  # the request's own schema first: a refused request makes no collection
         check_metadata_types(schema=schema, documents=documents)
+    new = not state.collections.exists(collection)
     coll = get_or_create_collection(state=state, name=collection, embedder=embedder, shards=shards, schema=schema)
     check_metadata_types(schema=coll.settings.schema, documents=documents)
     job = state.jobs.create(collection=collection, kind=JobKind.UPSERT, payload=documents)
-    state.queue.submit(job.id)
+    try:
+        state.queue.submit(job.id)
+    except QueueUnavailable:
+        # "Nothing was written": the collection this request made goes too, unless a write sent meanwhile uses it.
+        if new and state.jobs.unfinished_of(collection, frozenset(JobKind)) is None and not coll.docstore.counts()[0]:
+            state.collections.delete(collection)
+        raise
     return job
 
 

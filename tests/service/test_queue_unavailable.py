@@ -25,7 +25,10 @@ def _index(client: httpx.Client, doc_id: str, text: str) -> httpx.Response:
 def _jobs(data: Path) -> list[dict[str, Any]]:
     with sqlite3.connect(data / "jobs.sqlite3") as conn:
         conn.row_factory = sqlite3.Row
-        return [dict(r) for r in conn.execute("SELECT id, status, error, attempts FROM jobs ORDER BY created_at")]
+        return [
+            dict(r)
+            for r in conn.execute("SELECT id, collection, status, error, attempts FROM jobs ORDER BY created_at")
+        ]
 
 
 def _wait_queue(client: httpx.Client, state: str) -> dict[str, Any]:
@@ -59,6 +62,11 @@ def test_a_write_that_could_not_be_queued_is_refused_and_never_applied(tmp_path:
             assert error["code"] == "queue_unavailable" and error["request_id"]
             assert "nothing was written" in error["message"]
             assert int(refused.headers["Retry-After"]) > 0
+            # Nor is a collection the refused write would have made.
+            made = client.post("/index", json={"collection": "never-made", "documents": [{"id": "a", "text": "x"}]})
+            assert made.status_code == 503, made.text
+            assert client.get("/collections/never-made").status_code == 404
+            assert "never-made" not in [c["name"] for c in client.get("/collections").json()["collections"]]
             # The Python client sends it again after the Retry-After it was given.
             policy = RetryPolicy()
             assert retry_delay(policy, routes.INDEX, 1, response=refused) == float(refused.headers["Retry-After"])
@@ -66,7 +74,7 @@ def test_a_write_that_could_not_be_queued_is_refused_and_never_applied(tmp_path:
             ready = _wait_queue(client, "unreachable")
             assert str(server.port) not in str(ready) and "redis" not in str(ready).lower()
 
-            stale = [j for j in _jobs(data) if j["status"] == "failed"]
+            stale = [j for j in _jobs(data) if j["status"] == "failed" and j["collection"] != "never-made"]
             assert len(stale) == 1, _jobs(data)
             stale_id = stale[0]["id"]
             job = client.get(f"/jobs/{stale_id}").json()
@@ -125,7 +133,7 @@ def test_every_write_is_refused_alike_and_queued_jobs_are_handed_over_again(
             deleted = client.delete("/collections/prices/documents/a")
             assert deleted.status_code == 503 and deleted.json()["error"]["code"] == "queue_unavailable"
             assert deleted.headers["Retry-After"].isdigit()
-            (failed,) = [j["id"] for j in _jobs(data) if j["status"] == "failed"]
+            (failed,) = [j["id"] for j in _jobs(data) if j["status"] == "failed" and j["collection"] != "never-made"]
             retried = client.post(f"/jobs/{failed}/retry")
             assert retried.status_code == 503 and retried.json()["error"]["code"] == "queue_unavailable"
             assert client.get(f"/jobs/{failed}").json()["status"] == "failed"
