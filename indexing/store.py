@@ -243,6 +243,9 @@ class CollectionStore:
             root = self.root / coll.name
             (root / SETTINGS_FILE).rename(root / f"{SETTINGS_FILE}.deleted")
             trash = self._to_trash(root)
+            # Again, now that the name is no collection's: an alias put while this waited for the writer lock
+            # (its check saw the collection still there) goes too, and no later put can point at it.
+            self.aliases.remove_targeting(coll.name)
         shutil.rmtree(trash, ignore_errors=True)
 
     def _to_trash(self, root: Path) -> Path:
