@@ -137,7 +137,8 @@ def main(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    job = state.jobs.create(collection=coll.name, kind=JobKind.UPSERT, payload=docs)
+    worker = "vela-ingest-ray" if args.ray else "vela-ingest"
+    job = state.jobs.create(collection=coll.name, kind=JobKind.UPSERT, payload=docs, running_in=worker)
     # Named at the start, so that an interrupted run can be followed (GET /jobs/{id}) or retried.
     print(f"job {job.id}: {len(docs)} documents into {coll.name!r}", file=sys.stderr)
     stop = GracefulStop("stopping after this batch; what is stored stays searchable")
@@ -157,7 +158,7 @@ def main(args: argparse.Namespace) -> int:
                 embedders=state.embedders,
                 batch_size=settings.ingest_batch_size,
                 on_progress=advance,
-                worker="vela-ingest-ray" if args.ray else "vela-ingest",
+                worker=worker,
                 ray=settings.ray_ingest() if args.ray else None,  # VELA_RAY_ADDRESS alone does not send it to Ray
             )
         except KeyboardInterrupt:  # stopped mid-batch: failed, so that POST /jobs/{id}/retry can finish it

@@ -77,11 +77,13 @@ def main(args: argparse.Namespace) -> int:
             job = _job_to_resume(state, args.collection, args.resume)
         elif args.embedder:
             spec = reindex_spec(state=state, collection=args.collection, embedder=args.embedder, options=options(args))
-            job = state.jobs.create(collection=spec["collection"], kind=JobKind.REINDEX, payload=[spec])
+            job = state.jobs.create(
+                collection=spec["collection"], kind=JobKind.REINDEX, payload=[spec], running_in=WORKER
+            )
         else:
             kind = JobKind.ROLLBACK if args.rollback else JobKind.PROMOTE
             spec = switch_spec(state=state, collection=args.collection, kind=kind)
-            job = state.jobs.create(collection=spec["collection"], kind=kind, payload=[spec])
+            job = state.jobs.create(collection=spec["collection"], kind=kind, payload=[spec], running_in=WORKER)
     except UnknownDataset as exc:  # the API's field names, said as this command's flags
         return _fail(str(exc).replace("gate.dataset:", "--gate:").replace("gate.split:", "--gate-split:"), 2)
     except (UnknownModelName, ModelKindMismatch, UnusableModel, NothingToSwitch, BadResume) as exc:
@@ -92,6 +94,9 @@ def main(args: argparse.Namespace) -> int:
         return _fail(f"{exc} (one that a `vela reindex` left unfinished: --resume JOB_ID runs it to its end)", 3)
     print(f"job {job.id} ({job.kind.value} {job.collection})", file=sys.stderr)
     return _run(state, job, args)
+
+
+WORKER = "vela-reindex"  # the job store's name for this command, as a runner of jobs
 
 
 class BadResume(ValueError):
@@ -128,7 +133,7 @@ def _run(state: Any, job: Any, args: argparse.Namespace) -> int:
                 collections=state.collections,
                 embedders=state.embedders,
                 on_progress=bar,
-                worker="vela-reindex",
+                worker=WORKER,
             )
     except KeyboardInterrupt:  # stopped at once: the job is left unfinished, to be run to its end
         return _fail(

@@ -111,8 +111,11 @@ class SharedLaneQueue:
             with self._seen_lock:
                 before = set(self._seen)
             unfinished = self.jobs.unfinished()  # oldest first
+            queued = self.jobs.queued()
             with self._seen_lock:
-                new = [j for j in unfinished if j not in self._seen]
+                # Not one running elsewhere (a `vela ingest` or `vela reindex` runs its own): the jobs a crash
+                # left running are run again when a process takes the lead (try_lead), not on a poll.
+                new = [j for j in unfinished if j not in self._seen and j in queued]
                 # Jobs finished by now leave the set, which stays as small as the backlog; one `submit` added
                 # while the store was read is kept (it may be missing from `unfinished` only because it is that new).
                 self._seen = (self._seen - (before - set(unfinished))) | set(new)

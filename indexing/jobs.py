@@ -86,9 +86,11 @@ class JobStore:
             self._local.conn = conn
         return conn
 
-    def create(self, *, collection: str, kind: JobKind, payload: list[Any]) -> Job:
+    def create(self, *, collection: str, kind: JobKind, payload: list[Any], running_in: str | None = None) -> Job:
+        """A queued job; with `running_in`, one recorded as already running there (a CLI that runs its own job:
+        no server's runner then takes it for one a crash left behind)."""
         job_id = uuid.uuid4().hex
-        self._conn().execute(*self._insert(job_id, collection, kind, payload))
+        self._conn().execute(*self._insert(job_id, collection, kind, payload, running_in))
         return self.get(job_id)
 
     def create_unless_unfinished(
@@ -154,10 +156,22 @@ class JobStore:
         return None if row is None else str(row[0])
 
     @staticmethod
-    def _insert(job_id: str, collection: str, kind: JobKind, payload: list[Any]) -> tuple[str, tuple[Any, ...]]:
-        sql = "INSERT INTO jobs(id, collection, kind, status, total, payload, created_at) VALUES (?,?,?,?,?,?,?)"
-        status, body = JobStatus.QUEUED.value, json.dumps(payload)
-        return sql, (job_id, collection, kind.value, status, len(payload), body, time.time())
+    def _insert(
+        job_id: str, collection: str, kind: JobKind, payload: list[Any], running_in: str | None = None
+    ) -> tuple[str, tuple[Any, ...]]:
+        sql = (
+            "INSERT INTO jobs(id, collection, kind, status, total, payload, created_at, started_at, worker) "
+            "VALUES (?,?,?,?,?,?,?,?,?)"
+        )
+        now, body = time.time(), json.dumps(payload)
+        status = JobStatus.QUEUED if running_in is None else JobStatus.RUNNING
+        started = None if running_in is None else now
+        return sql, (job_id, collection, kind.value, status.value, len(payload), body, now, started, running_in)
+
+    def queued(self) -> set[str]:
+        """Jobs waiting for a runner."""
+        rows = self._conn().execute("SELECT id FROM jobs WHERE status = ?", (JobStatus.QUEUED.value,))
+        return {r[0] for r in rows}
 
     def get(self, job_id: str) -> Job:
         row = (

@@ -118,3 +118,14 @@ def test_jobs_run_in_the_order_they_were_recorded_whichever_process_recorded_the
     finally:
         b.stop()
         a.stop()
+
+
+def test_a_job_a_command_runs_itself_is_left_to_it(pair: Pair) -> None:
+    # `vela reindex` and `vela ingest` record their job as running in themselves: a server's runner that polled
+    # it up ran it a second time, beside the command.
+    jobs = pair.jobs
+    own = jobs.create(collection="c", kind=JobKind.REINDEX, payload=["x"], running_in="vela-reindex")
+    assert own.status == JobStatus.RUNNING and own.started_at is not None and own.attempts == 0
+    queued = jobs.create(collection="c", kind=JobKind.UPSERT, payload=["y"])
+    _until(lambda: jobs.get(queued.id).status == "succeeded")  # polls have come and gone
+    assert jobs.get(own.id).status == JobStatus.RUNNING and all(j != own.id for _, j in pair.runs.by)
