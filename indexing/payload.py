@@ -10,6 +10,7 @@ metadata (indexing/filters.py `matches`), which is slower, as the docs say.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -156,12 +157,26 @@ class Payload:
         assert isinstance(node, Range)
         hit = np.ones(col.values.shape[0], bool)
         v = col.values
-        for bound, op in ((node.gt, np.greater), (node.gte, np.greater_equal), (node.lt, np.less)):
+        whole = kind == "integer"
+        for bound, op, down in (
+            (node.gt, np.greater, True),
+            (node.gte, np.greater_equal, False),
+            (node.lt, np.less, False),
+        ):
             if bound is not None:
-                hit &= op(v, _comparable(bound))
+                hit &= op(v, _comparable(_whole(bound, down) if whole else bound))
         if node.lte is not None:
-            hit &= v <= _comparable(node.lte)
+            hit &= v <= _comparable(_whole(node.lte, True) if whole else node.lte)
         return col.rows_where(hit, n)
+
+
+def _whole(bound: float, down: bool) -> float:
+    """A bound on an integer column as the integer that selects the same values (x > 2.5 is x > 2, x >= 2.5 is
+    x >= 3; `down` for > and <=, which round down): numpy would compare an int64 column with a float bound as
+    float64, and values past 2**53 would then compare as their neighbours do, unlike the scan's exact Python."""
+    if isinstance(bound, int) or not math.isfinite(bound):
+        return bound
+    return math.floor(bound) if down else math.ceil(bound)
 
 
 def _comparable(bound: float) -> float:

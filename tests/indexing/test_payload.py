@@ -38,3 +38,26 @@ def test_filter_numbers_beyond_the_columns_range_match_as_they_would() -> None:
     assert _rows(p, {"key": "score", "range": {"gt": -HUGE}}, fields) == [0, 1]
     assert _rows(p, {"key": "year", "range": {"lt": 2**64, "gte": -(2**70)}}, fields) == [0, 1]
     assert _rows(p, {"key": "year", "range": {"lte": -(2**64)}}, fields) == []
+
+
+def test_an_integer_field_past_two_to_the_53_compares_with_float_bounds_exactly() -> None:
+    # The scan (scroll, delete by filter) compares exactly; the column compared an int64 with a float bound as
+    # float64, so count and search disagreed with it past 2**53.
+    from indexing.filter_match import matches
+
+    fields = {"year": "integer"}
+    rows: list[dict[str, object]] = [{"year": 2**63 - 1}, {"year": 2**53 + 1}, {"year": 2**53}, {"year": 7}]
+    p = _payload(fields, rows)
+    for bounds in (
+        {"gt": float(2**53)},
+        {"lte": float(2**53)},
+        {"gte": 9.223372036854775807e18},
+        {"gt": 2.5, "lt": 7.5},
+        {"gte": 7.0, "lte": 7.0},
+        {"gt": 6.999},
+        {"lt": -1e300},
+    ):
+        node = parse_filter({"key": "year", "range": bounds}, Schema(fields))
+        assert node is not None
+        scanned = [i for i, md in enumerate(rows) if matches(node, md)]
+        assert _rows(p, {"key": "year", "range": bounds}, fields) == scanned, bounds
