@@ -94,6 +94,15 @@ def _describe(err: dict[str, Any]) -> str:
     return f"{loc}: {msg}" if loc else msg
 
 
+def _loc(err: dict[str, Any]) -> list[Any]:
+    """Where the fault is; none for a body that is not JSON at all (pydantic gives the character's position)."""
+    return [] if err.get("type") == "json_invalid" else list(err.get("loc", ()))
+
+
+def _whole_body(err: dict[str, Any]) -> bool:
+    return tuple(err.get("loc", ())) == ("body",) and err.get("type") in ("dict_type", "model_attributes_type")
+
+
 _METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")
 
 
@@ -107,9 +116,17 @@ def _allowed(request: Request) -> str:
 
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
-    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = list(exc.errors())
-        details = [{"loc": list(e.get("loc", ())), "msg": _describe(e), "type": e.get("type")} for e in errors]
+        details = [{"loc": _loc(e), "msg": _describe(e), "type": e.get("type")} for e in errors]
+        sent = request.headers.get("content-type", "")
+        if sent.split(";")[0].strip().lower() != "application/json" and any(_whole_body(e) for e in errors):
+            # FastAPI reads a body it is not told is JSON as a string: "Input should be a valid dictionary"
+            why = f"got {sent.split(';')[0].strip()!r}" if sent else "none was sent"
+            message = f"the body must be JSON sent with Content-Type: application/json ({why})"
+            return error_response(
+                422, "invalid_request", message, [{"loc": ["body"], "msg": message, "type": "content_type"}]
+            )
         message = "; ".join(d["msg"] for d in details[:5]) or "invalid request"
         return error_response(422, "invalid_request", message, details)
 

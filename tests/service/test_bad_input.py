@@ -99,8 +99,19 @@ def test_an_unparsable_body_is_422_with_details(small: httpx.Client, content: by
     assert err["code"] == "invalid_request" and err["message"] == message
     details = err["details"]
     assert isinstance(details, list) and details
-    assert all(isinstance(d["loc"], list) and message in d["msg"] for d in details)
+    assert all(d["loc"] == [] and message in d["msg"] for d in details)  # no place in a body that is not JSON
     assert small.get("/healthz").status_code == 200
+
+
+@pytest.mark.parametrize("content_type", [None, "text/plain", "application/x-www-form-urlencoded"])
+def test_json_sent_without_its_content_type_is_told_so(small: httpx.Client, content_type: str | None) -> None:
+    headers = {"content-type": content_type} if content_type else {}
+    for path in ("/search", "/index"):
+        r = small.post(path, content=b'{"collection": "c", "query": "x"}', headers=headers)
+        assert r.status_code == 422, r.text
+        err = _error(r)
+        assert err["code"] == "invalid_request" and "Content-Type: application/json" in err["message"], err
+        assert (repr(content_type) if content_type else "none was sent") in err["message"]
 
 
 def test_every_422_has_details(small: httpx.Client) -> None:
