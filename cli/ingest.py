@@ -95,6 +95,7 @@ def main(args: argparse.Namespace) -> int:
     from cli.console import DocumentBar
     from cli.model_names import ModelRefused, resolve_model
     from cli.models import models_dir
+    from indexing.collection import CollectionConflict, validate_name
     from indexing.ingest import run_job
     from indexing.jobs import JobKind, JobStatus
     from indexing.merger import wait_background
@@ -109,6 +110,11 @@ def main(args: argparse.Namespace) -> int:
         if args.actors is not None:
             update["ray_encoder_actors"] = args.actors
     settings = Settings().model_copy(update=update)
+    try:  # before any model loads
+        validate_name(args.collection)
+    except ValueError as e:
+        print(f"vela ingest: {e}", file=sys.stderr)
+        return 2
     # Named as every offline command names a model, and checked before a collection is made: a reranker's folder
     # would load as an encoder and fail only in the job, leaving a collection whose embedder is a reranker.
     try:
@@ -127,7 +133,11 @@ def main(args: argparse.Namespace) -> int:
         print(f"vela ingest: {e}", file=sys.stderr)
         return 2
     state = build_state(settings)
-    coll = get_or_create_collection(state=state, name=args.collection, embedder=None, shards=args.shards)
+    try:
+        coll = get_or_create_collection(state=state, name=args.collection, embedder=None, shards=args.shards)
+    except (ValueError, CollectionConflict) as e:  # a name that is no collection's, or one of another shape
+        print(f"vela ingest: {e}", file=sys.stderr)
+        return 2
     if args.embedder and coll.settings.embedder != str(state.embedders.resolve(embedder.load)):
         print(f"error: collection {args.collection!r} uses embedder {coll.settings.embedder!r}", file=sys.stderr)
         return 2

@@ -165,3 +165,17 @@ def test_a_reranker_is_refused_as_the_embedder(tmp_path: Path, capsys: pytest.Ca
     assert main(args) == 2
     assert capsys.readouterr().err == (f"vela ingest: --embedder: '{reranker}' is a reranker, not an embedder\n")
     assert not vela.exists()  # no collection whose embedder is a reranker
+
+
+def test_a_bad_collection_name_or_shape_is_one_line_and_status_2(
+    tmp_path: Path, tiny_embedder_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = _twenty(tmp_path, tiny_embedder_dir)
+    assert main([*args, "--collection", "bad name!"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("vela ingest: ") and "Traceback" not in err and "ValueError" not in err
+    assert main([*args, "--collection", "c", "--shards", "2"]) == 0
+    capsys.readouterr()
+    assert main([*args, "--collection", "c", "--shards", "3"]) == 2
+    (said,) = [line for line in capsys.readouterr().err.splitlines() if line.startswith("vela ingest: ")]
+    assert "2 shard" in said
