@@ -129,6 +129,8 @@ def rollback(collection: str) -> Call[JobAccepted]:
 def _document(doc: DocumentLike) -> dict[str, Any]:
     if isinstance(doc, Document):
         return doc.model_dump(exclude_none=True)
+    if not isinstance(doc, Mapping):
+        raise TypeError(f"each document is a Document or a mapping with 'id' and 'text', not {type(doc).__name__}")
     return dict(doc)
 
 
@@ -146,6 +148,8 @@ def index(
     body = _set(collection=collection, embedder=embedder, shards=shards)
     if schema is not None:
         body["schema"] = {"fields": dict(schema), "strict": strict}
+    if isinstance(documents, (str, bytes, Mapping)):  # iterable, but not of documents
+        raise TypeError(f"documents is a list of documents, not one {type(documents).__name__}")
     body["documents"] = [_document(d) for d in documents]
     return routes.INDEX.call(_model(JobAccepted), json=body)
 

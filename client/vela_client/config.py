@@ -29,6 +29,12 @@ def http_options(
     Unset `base_url` and `api_key` come from VELA_URL and VELA_API_KEY (then the local default, and no key), so
     that an application's code need not carry its deployment's address or secret. The key goes as
     `Authorization: Bearer`, which the API accepts beside `X-API-Key`."""
+    if (
+        timeout is not None
+        and not isinstance(timeout, httpx.Timeout)
+        and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0)
+    ):
+        raise ValueError(f"timeout must be a number of seconds above 0 (or an httpx.Timeout), not {timeout!r}")
     url = base_url or os.environ.get("VELA_URL") or DEFAULT_URL
     key = api_key if api_key is not None else os.environ.get("VELA_API_KEY")
     sent = {"User-Agent": f"vela-client/{__version__} httpx/{httpx.__version__}", "Accept": "application/json"}

@@ -101,3 +101,23 @@ def test_a_bad_waiting_argument_creates_no_collection(client: VelaClient, unique
         client.index(name, [{"id": "a", "text": "x"}], strict=True)
     with pytest.raises(NotFound):
         client.get_collection(name)
+
+
+def test_documents_that_are_not_a_list_of_documents_send_nothing(
+    client: VelaClient, unique: Callable[[str], str]
+) -> None:
+    name = unique("never")
+    for documents, needle in (("abc", "not one str"), ({"id": "a", "text": "x"}, "not one dict"), ([42], "not int")):
+        with pytest.raises(TypeError, match=needle):
+            client.index(name, documents)  # type: ignore[arg-type]
+    with pytest.raises(NotFound):
+        client.get_collection(name)
+
+
+@pytest.mark.parametrize("timeout", [0, -1, float("nan"), "5", True])
+def test_a_timeout_that_is_no_number_of_seconds_is_refused_at_once(vela_url: str, timeout: Any) -> None:
+    from vela_client import AsyncVelaClient
+
+    for make in (VelaClient, AsyncVelaClient):
+        with pytest.raises(ValueError, match="timeout must be a number of seconds above 0"):
+            make(vela_url, api_key=API_KEY, timeout=timeout)
