@@ -56,6 +56,10 @@ class FusionOptions(BaseModel):
             raise ValueError(
                 "fusion method auto is the collection's stored choice: alpha and normalization go with rrf or convex"
             )
+        if self.method in ("dense", "bm25") and (self.alpha is not None or self.normalization is not None):
+            raise ValueError(f"fusion method {self.method} is that list alone: it takes no alpha or normalization")
+        if self.method == "rrf" and self.normalization is not None:
+            raise ValueError("normalization goes with fusion method convex: rrf fuses ranks, not scores")
         return self
 
 
@@ -95,6 +99,21 @@ class SearchOptions(UnicodeBody):
         if v is not None and any(w < 0 for w in v.values()):
             raise ValueError("weights must be >= 0")
         return v
+
+    @model_validator(mode="after")
+    def _fusion_options_need_hybrid(self) -> SearchOptions:
+        """An option that could not change the answer is refused rather than ignored: the caller meant something."""
+        fusing = [f for f in ("fusion", "weights", "rrf_k") if f in self.model_fields_set and getattr(self, f)]
+        if self.mode != "hybrid" and fusing:
+            raise ValueError(f"{', '.join(fusing)}: only hybrid mode fuses lists (mode is {self.mode})")
+        method = self.fusion.method if self.fusion is not None else "auto"
+        if self.weights is not None and method not in ("auto", "rrf"):  # weights alone ask for weighted RRF
+            raise ValueError(f"weights are RRF's per-list weights: fusion method {method} does not use them")
+        if "rrf_k" in self.model_fields_set and method in ("convex", "dense", "bm25"):
+            raise ValueError(f"rrf_k is RRF's constant: fusion method {method} does not use it")
+        if self.weights is not None and self.fusion is not None and self.fusion.alpha is not None:
+            raise ValueError("give rrf either weights or fusion.alpha (which sets both weights), not both")
+        return self
 
 
 MAX_QUERY_LENGTH = 10_000

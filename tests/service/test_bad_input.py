@@ -255,3 +255,34 @@ def test_a_filter_holds_256_conditions(small: httpx.Client) -> None:
     assert err["code"] == "invalid_filter"
     assert err["message"] == "filter.should[256]: a filter may hold at most 256 conditions"
     assert err["details"][0]["loc"] == [] and err["details"][0]["msg"] == err["message"]
+
+
+@pytest.mark.parametrize(
+    ("body", "needle"),
+    [
+        ({"mode": "bm25", "fusion": {"method": "convex", "alpha": 0.9}}, "fusion: only hybrid mode fuses lists"),
+        ({"mode": "dense", "weights": {"dense": 3}}, "weights: only hybrid mode fuses lists"),
+        ({"mode": "bm25", "rrf_k": 5}, "rrf_k: only hybrid mode fuses lists"),
+        ({"fusion": {"method": "rrf", "normalization": "zscore"}}, "normalization goes with fusion method convex"),
+        ({"fusion": {"method": "dense", "alpha": 0.3}}, "fusion method dense is that list alone"),
+        ({"fusion": {"method": "convex"}, "weights": {"dense": 2}}, "fusion method convex does not use them"),
+        ({"fusion": {"method": "rrf", "alpha": 0.5}, "weights": {"dense": 5}}, "either weights or fusion.alpha"),
+        ({"fusion": {"method": "convex"}, "rrf_k": 10}, "rrf_k is RRF's constant"),
+    ],
+)
+def test_an_option_that_could_not_change_the_answer_is_refused(
+    small: httpx.Client, body: dict[str, object], needle: str
+) -> None:
+    r = _search(small, **body)
+    assert r.status_code == 422, r.text
+    assert _error(r)["code"] == "invalid_request" and needle in _error(r)["message"], r.text
+
+
+def test_options_that_apply_are_taken(small: httpx.Client) -> None:
+    for body in (
+        {"weights": {"dense": 2}},  # weighted RRF: what weights alone ask for
+        {"fusion": {"method": "rrf"}, "rrf_k": 10, "weights": {"bm25": 0.5}},
+        {"fusion": {"method": "convex", "alpha": 0.3, "normalization": "dbsf"}},
+        {"mode": "dense", "depth": 50},
+    ):
+        assert _search(small, **body).status_code == 200, body
