@@ -62,6 +62,27 @@ def use_error_model_for_422(spec: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
+# Answers any operation may give, from the request guard and the limits rather than from its own code
+# (docs/api.md, Errors): declared on every operation that does not declare its own.
+_BODY_ERRORS = {
+    "408": "request_timeout: the request body did not arrive in time (VELA_BODY_TIMEOUT_S)",
+    "413": "payload_too_large: the body is over VELA_MAX_REQUEST_BYTES, or the work asked for over a limit",
+}
+_ANY_ERRORS = {"503": "unavailable, not_ready or timeout: the server is starting, overloaded or past its deadline"}
+
+
+def declare_common_errors(spec: dict[str, Any]) -> dict[str, Any]:
+    """`spec` with 408 and 413 on every operation that takes a body, and 503 on every operation, where missing."""
+    for operations in spec.get("paths", {}).values():
+        for operation in operations.values():
+            responses = operation.setdefault("responses", {})
+            common = {**_ANY_ERRORS, **(_BODY_ERRORS if "requestBody" in operation else {})}
+            for status, description in common.items():
+                if status not in responses:
+                    responses[status] = {**_error_422(), "description": description}
+    return spec
+
+
 def install_openapi(app: FastAPI) -> None:
     """Serve the rewritten document at /openapi.json (and to /docs, /redoc): FastAPI's documented way to change the
     generated schema is to replace `app.openapi` (https://fastapi.tiangolo.com/how-to/extending-openapi/)."""
@@ -72,7 +93,7 @@ def install_openapi(app: FastAPI) -> None:
     def openapi() -> dict[str, Any]:
         spec = generate()
         if not last or last[0] is not spec:
-            last[:] = [use_error_model_for_422(spec)]
+            last[:] = [declare_common_errors(use_error_model_for_422(spec))]
         return spec
 
     app.openapi = openapi  # type: ignore[method-assign]
