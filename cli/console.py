@@ -25,12 +25,14 @@ CHATTY_LOGGERS = ("faiss", "faiss.loader")
 
 
 class DocumentBar:
-    """An `on_progress(done, total)` callback that draws one tqdm bar of documents, from the first report on."""
+    """An `on_progress(done, total)` callback that draws one tqdm bar of documents: from the start when `total` is
+    known then (at 0, so that its rate counts from there), else from the first report on."""
 
-    def __init__(self, desc: str) -> None:
+    def __init__(self, desc: str, total: int | None = None) -> None:
         self.desc = desc
         self.bar: tqdm[Any] | None = None
         self.closed = False
+        self.total = total
 
     def __call__(self, done: int, total: int) -> None:
         if self.closed or total <= 0:
@@ -48,6 +50,8 @@ class DocumentBar:
         self.closed = True
 
     def __enter__(self) -> DocumentBar:
+        if self.total and self.bar is None:
+            self.bar = tqdm(total=self.total, desc=self.desc, unit="doc")
         return self
 
     def __exit__(self, *_: object) -> None:

@@ -153,7 +153,7 @@ def main(args: argparse.Namespace) -> int:
     print(f"job {job.id}: {len(docs)} documents into {coll.name!r}", file=sys.stderr)
     stop = GracefulStop("stopping after this batch; what is stored stays searchable")
     # Closed at the last document: the job's commit after it would otherwise print the bar again, later.
-    with stop, DocumentBar(f"ingest {coll.name}") as bar:
+    with stop, DocumentBar(f"ingest {coll.name}", total=len(docs)) as bar:
 
         def advance(done: int, total: int) -> None:
             bar(done, total)
