@@ -98,9 +98,10 @@ class Settings(IndexingSettings):
 
     @model_validator(mode="after")
     def _overlap_below_passage(self) -> Settings:
-        if self.chunk_overlap >= self.chunk_tokens:
+        if self.chunk_overlap > self.chunk_tokens // 2:  # ChunkingParams' rule: windows advance by at least half
             raise ValueError(
-                f"VELA_CHUNK_OVERLAP ({self.chunk_overlap}) must be below VELA_CHUNK_TOKENS ({self.chunk_tokens})"
+                f"VELA_CHUNK_OVERLAP ({self.chunk_overlap}) must be at most half of VELA_CHUNK_TOKENS "
+                f"({self.chunk_tokens})"
             )
         return self
 

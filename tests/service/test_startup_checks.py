@@ -18,7 +18,7 @@ from cli.main import main as vela
         ("VELA_BM25_METHOD", "bogus", "VELA_BM25_METHOD: String should match pattern"),
         ("VELA_BM25_K1", "-1", "VELA_BM25_K1: Input should be greater than or equal to 0"),
         ("VELA_BM25_B", "2", "VELA_BM25_B: Input should be less than or equal to 1"),
-        ("VELA_CHUNK_OVERLAP", "500", "VELA_CHUNK_OVERLAP (500) must be below VELA_CHUNK_TOKENS (224)"),
+        ("VELA_CHUNK_OVERLAP", "113", "VELA_CHUNK_OVERLAP (113) must be at most half of VELA_CHUNK_TOKENS (224)"),
         ("VELA_LOG_LEVEL", "bogus", "VELA_LOG_LEVEL: String should match pattern"),
         ("VELA_API_KEYS", " , ", "VELA_API_KEYS: holds no key"),
         ("VELA_EMBEDDER", "/nonexistent", "VELA_EMBEDDER: embedder '/nonexistent' is neither"),
