@@ -41,14 +41,38 @@ def chunk_text(text: str, tokenizer: PreTrainedTokenizerBase, params: ChunkingPa
     n = len(offsets)
     if n <= params.max_tokens:
         return [Span(0, 0, len(text))]
+    words = _word_ids(enc, n)
     stride = params.max_tokens - params.overlap
     spans: list[Span] = []
-    first = 0
+    first, previous = 0, -1
     while True:
         last = min(first + params.max_tokens, n) - 1
+        # Windows start and end on word boundaries ("immunohisto|chemistry" would index a word BM25 never
+        # sees and start a hit's text mid-word): the start moves back to its word's first token, the end back
+        # before a word it would cut (the next window, overlapping, holds that word whole). A word longer than
+        # a window is cut where it must be.
+        while first > previous + 1 and words[first] is not None and words[first - 1] == words[first]:
+            first -= 1
+        last = min(first + params.max_tokens, n) - 1
+        end_at = last
+        while end_at > first and last < n - 1 and words[end_at] is not None and words[end_at + 1] == words[end_at]:
+            end_at -= 1
+        if end_at > first or last == n - 1:
+            last = end_at
         start = 0 if first == 0 else offsets[first][0]
         end = len(text) if last == n - 1 else offsets[last][1]
         spans.append(Span(len(spans), start, end))
         if last == n - 1:
             return spans
-        first += stride
+        previous = first
+        first = min(first + stride, last + 1)
+
+
+def _word_ids(enc: object, n: int) -> list[int | None]:
+    """Which word each token belongs to (the tokenizer's pre-tokenisation: punctuation is a word of its own);
+    every token its own word where the tokenizer cannot say (a slow tokenizer), which cuts as before."""
+    try:
+        ids = enc.word_ids()  # type: ignore[attr-defined]
+    except (AttributeError, ValueError):
+        return list(range(n))
+    return list(ids) if ids is not None and len(ids) == n else list(range(n))
