@@ -116,44 +116,34 @@ class JobStore:
     def unfinished_of(self, collection: str, kinds: frozenset[JobKind]) -> str | None:
         """A queued or running job of one of `kinds` on the collection (the oldest), or None."""
         marks = ",".join("?" * len(kinds))
-        row = (
-            self._conn()
-            .execute(
-                f"SELECT id FROM jobs WHERE collection = ? AND kind IN ({marks}) AND status IN (?, ?) "
-                "ORDER BY created_at LIMIT 1",
-                (collection, *sorted(k.value for k in kinds), JobStatus.QUEUED.value, JobStatus.RUNNING.value),
-            )
-            .fetchone()
+        return self._first_id(
+            f"SELECT id FROM jobs WHERE collection = ? AND kind IN ({marks}) AND status IN (?, ?) "
+            "ORDER BY created_at LIMIT 1",
+            (collection, *sorted(k.value for k in kinds), JobStatus.QUEUED.value, JobStatus.RUNNING.value),
         )
+
+    def _first_id(self, sql: str, params: tuple[Any, ...]) -> str | None:
+        """The id in the first row `sql` selects, or None."""
+        row = self._conn().execute(sql, params).fetchone()
         return None if row is None else str(row[0])
 
     def latest_of(self, collection: str, kinds: frozenset[JobKind]) -> str | None:
         """The newest job of one of `kinds` on the collection, whatever its status, or None."""
         marks = ",".join("?" * len(kinds))
-        row = (
-            self._conn()
-            .execute(
-                f"SELECT id FROM jobs WHERE collection = ? AND kind IN ({marks}) ORDER BY created_at DESC LIMIT 1",
-                (collection, *sorted(k.value for k in kinds)),
-            )
-            .fetchone()
+        return self._first_id(
+            f"SELECT id FROM jobs WHERE collection = ? AND kind IN ({marks}) ORDER BY created_at DESC LIMIT 1",
+            (collection, *sorted(k.value for k in kinds)),
         )
-        return None if row is None else str(row[0])
 
     def older_unfinished(self, job_id: str, kinds: frozenset[JobKind]) -> str | None:
         """The oldest queued or running job of one of `kinds` on `job_id`'s collection recorded before it."""
         marks = ",".join("?" * len(kinds))
-        row = (
-            self._conn()
-            .execute(
-                f"SELECT o.id FROM jobs o JOIN jobs j ON j.id = ? WHERE o.collection = j.collection "
-                f"AND o.created_at < j.created_at AND o.id != j.id AND o.kind IN ({marks}) AND o.status IN (?, ?) "
-                "ORDER BY o.created_at LIMIT 1",
-                (job_id, *sorted(k.value for k in kinds), JobStatus.QUEUED.value, JobStatus.RUNNING.value),
-            )
-            .fetchone()
+        return self._first_id(
+            f"SELECT o.id FROM jobs o JOIN jobs j ON j.id = ? WHERE o.collection = j.collection "
+            f"AND o.created_at < j.created_at AND o.id != j.id AND o.kind IN ({marks}) AND o.status IN (?, ?) "
+            "ORDER BY o.created_at LIMIT 1",
+            (job_id, *sorted(k.value for k in kinds), JobStatus.QUEUED.value, JobStatus.RUNNING.value),
         )
-        return None if row is None else str(row[0])
 
     @staticmethod
     def _insert(
