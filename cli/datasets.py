@@ -15,14 +15,19 @@ from typing import Any
 def add_parser(sub: Any) -> None:
     ds = sub.add_parser("datasets", help="judged query sets for gated reindexes (<data dir>/datasets)")
     ds.add_argument("--data-dir", default=None, help="data directory (default VELA_DATA_DIR or ./.vela)")
+    # The same flag after the subcommand too, as every command takes it (not given there: the one before stays).
+    after = argparse.ArgumentParser(add_help=False)
+    after.add_argument(
+        "--data-dir", default=argparse.SUPPRESS, help="data directory (default VELA_DATA_DIR or ./.vela)"
+    )
     cmds = ds.add_subparsers(dest="datasets_command", required=True)
-    add = cmds.add_parser("add", help="copy a BEIR folder's queries.jsonl and qrels/ in under NAME")
+    add = cmds.add_parser("add", parents=[after], help="copy a BEIR folder's queries.jsonl and qrels/ in under NAME")
     add.add_argument("name", help="1-64 letters, digits, '-', '_' or '.', not starting with '.'")
     add.add_argument("path", help="a BEIR-layout folder (queries.jsonl, qrels/<split>.tsv)")
     add.set_defaults(func=_add)
-    ls = cmds.add_parser("list", help="every dataset: name, splits, queries, judged queries per split")
+    ls = cmds.add_parser("list", parents=[after], help="every dataset: name, splits, queries, judged queries per split")
     ls.set_defaults(func=_list)
-    rm = cmds.add_parser("remove", help="delete a dataset")
+    rm = cmds.add_parser("remove", parents=[after], help="delete a dataset")
     rm.add_argument("name")
     rm.set_defaults(func=_remove)
 

@@ -17,15 +17,18 @@ from pathlib import Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data-dir", default=None, help="data directory (default VELA_DATA_DIR or ./.vela)")
     sub = parser.add_subparsers(dest="fusion_command", required=True)
     choose = sub.add_parser("choose", help="choose the collection's fusion now (pseudo-queries, no labels)")
     choose.add_argument("collection")
     choose.add_argument("--samples", type=int, default=200, help="pseudo-queries, one per sampled document")
     choose.add_argument("--seed", type=int, default=0, help="which documents are sampled")
-    choose.add_argument("--data-dir", default=None, help="data directory (default VELA_DATA_DIR or ./.vela)")
+    choose.add_argument(
+        "--data-dir", default=argparse.SUPPRESS, help="data directory (default VELA_DATA_DIR or ./.vela)"
+    )
     show = sub.add_parser("show", help="print the collection's stored fusion")
     show.add_argument("collection")
-    show.add_argument("--data-dir", default=None, help="data directory (default VELA_DATA_DIR or ./.vela)")
+    show.add_argument("--data-dir", default=argparse.SUPPRESS, help="data directory (default VELA_DATA_DIR or ./.vela)")
 
 
 def main(args: argparse.Namespace) -> int:

@@ -49,3 +49,18 @@ def test_add_list_use_and_remove(
     assert vela(["datasets", "remove", "small"]) == 0
     assert vela(["datasets", "remove", "small"]) == 2
     assert not (data / "datasets" / "small").exists()
+
+
+def test_data_dir_goes_before_or_after_the_subcommand(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data, src = tmp_path / "data", _beir(tmp_path / "src")
+    assert vela(["datasets", "add", "after", str(src), "--data-dir", str(data)]) == 0
+    assert vela(["datasets", "--data-dir", str(data), "add", "before", str(src)]) == 0
+    capsys.readouterr()
+    for args in (["datasets", "--data-dir", str(data), "list"], ["datasets", "list", "--data-dir", str(data)]):
+        assert vela(args) == 0
+        assert sorted(json.loads(line)["name"] for line in capsys.readouterr().out.splitlines()) == ["after", "before"]
+    for args in (
+        ["fusion", "--data-dir", str(data), "show", "nope"],
+        ["fusion", "show", "nope", "--data-dir", str(data)],
+    ):
+        assert vela(args) == 2 and "no collection named 'nope'" in capsys.readouterr().err
