@@ -36,7 +36,12 @@ def startup_problem(settings: Settings) -> str | None:
     precision = (os.environ.get(DOCUMENT_PRECISION_ENV) or "auto").strip().lower()
     if precision not in DOCUMENT_PRECISIONS:
         return f"{DOCUMENT_PRECISION_ENV} must be one of {', '.join(DOCUMENT_PRECISIONS)}, not {precision!r}"
-    for name, folder in (("VELA_SNAPSHOTS_DIR", settings.snapshots_dir), ("VELA_MODELS_DIR", settings.models_dir)):
+    folders = (
+        ("VELA_DATA_DIR", settings.data_dir),
+        ("VELA_SNAPSHOTS_DIR", settings.snapshots_dir),
+        ("VELA_MODELS_DIR", settings.models_dir),
+    )
+    for name, folder in folders:
         if folder is not None and _not_a_folder(Path(folder).expanduser()):
             return f"{name}: {folder} is not a folder this server can write to"
     return None

@@ -25,6 +25,7 @@ from cli.main import main as vela
         ("VELA_RERANKER", "/nonexistent", "VELA_RERANKER: reranker '/nonexistent' is not a local model directory"),
         ("VELA_DOCUMENT_PRECISION", "bogus", "VELA_DOCUMENT_PRECISION must be one of auto, fp32"),
         ("VELA_SNAPSHOTS_DIR", "/etc/hostname", "VELA_SNAPSHOTS_DIR: /etc/hostname is not a folder"),
+        ("VELA_MODELS_DIR", "/proc/nope", "VELA_MODELS_DIR: /proc/nope is not a folder"),
     ],
 )
 def test_a_setting_no_process_could_start_with_stops_vela_serve(
@@ -47,3 +48,9 @@ def test_the_defaults_pass(tmp_path: Path) -> None:
     from service.startup_checks import startup_problem
 
     assert startup_problem(Settings(data_dir=tmp_path, log_level="debug")) is None
+
+
+def test_a_data_dir_it_cannot_write_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert vela(["serve", "--data-dir", "/proc/nope", "--port", "1"]) == 2
+    said = [line for line in capsys.readouterr().err.splitlines() if not line.startswith("{")]
+    assert said == ["vela serve: VELA_DATA_DIR: /proc/nope is not a folder this server can write to"]
