@@ -20,7 +20,7 @@ from service.middleware import limit_body, request_guard, require_key
 from service.openapi import install_openapi
 from service.schemas import ErrorResponse
 from service.settings import Settings
-from service.snapshot_api import sweep_uploads
+from service.snapshot_uploads import sweep_uploads
 from service.state import build_state, start, stop
 
 log = logging.getLogger("vela.service")

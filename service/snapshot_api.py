@@ -1,5 +1,5 @@
 """Domain functions behind the snapshot routes (keyword-only; no HTTP here): take a snapshot, list, find and delete
-snapshots, restore one into a new collection, and restore an uploaded one.
+snapshots, and restore one into a new collection (an uploaded one: service/snapshot_uploads.py).
 
 Snapshots live in the server's own folder (VELA_SNAPSHOTS_DIR, default `<data dir>/snapshots`); a request names a
 snapshot only by a name the server made, which is looked up in a listing of that folder (indexing/snapshot_format.py).
@@ -9,14 +9,8 @@ A restore names its model by the name the snapshot records, resolved through thi
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
-
-from anyio import to_thread
+from typing import Any
 
 from indexing.collection import CollectionConflict, CollectionNotFound, validate_name
 from indexing.jobs import Job, JobKind, JobNotFound, JobStatus
@@ -43,7 +37,6 @@ from service.model_registry import (
 from service.settings import Settings
 from service.state import AppState
 
-UPLOADS = ".uploads"  # <snapshots dir>/.uploads/<uuid>.tar: an uploaded snapshot until its restore ends
 RESTORE_KINDS = frozenset({JobKind.RESTORE})
 
 
@@ -173,7 +166,7 @@ def earlier_restore(*, state: AppState, into: str, sha256: str | None) -> Job | 
     return job if same else None
 
 
-def _queue_restore(*, state: AppState, spec: dict[str, Any]) -> tuple[Job, bool]:
+def queue_restore(*, state: AppState, spec: dict[str, Any]) -> tuple[Job, bool]:
     """The restore's job, and whether it is new (False: the same request's, sent just before)."""
     if (same := earlier_restore(state=state, into=spec["into"], sha256=spec.get("sha256"))) is not None:
         return same, False  # an upload that began before its twin was queued, and ended after
@@ -201,105 +194,7 @@ def submit_restore(*, state: AppState, collection: str, snapshot: str, into: str
     check_new_name(state=state, into=into)
     model = restore_model(state=state, manifest=read_manifest(path))
     spec = {"snapshot": str(path), "sha256": info.sha256, "into": into, "embedder": model}
-    return _queue_restore(state=state, spec=spec)[0]
-
-
-SWEEP_LOCK = ".sweep.lock"  # in the uploads folder: a sweep holds it exclusively, an upload's two steps shared
-
-
-@contextlib.contextmanager
-def _folder_lock(folder: Path, mode: int) -> Iterator[None]:
-    """flock on the uploads folder's lock file: LOCK_EX for a sweep, LOCK_SH around the two moments an upload
-    changes what a sweep would judge (its file appearing and locked; its job queued and the file unlocked), so a
-    sweep never sees a file between those steps, however many uploads run at once."""
-    with open(folder / SWEEP_LOCK, "a+b") as f:
-        fcntl.flock(f, mode)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
-def sweep_uploads(state: AppState) -> None:
-    """At start-up: remove what uploads cut short by a crash left (a restarted server would otherwise keep them
-    until the next upload)."""
-    folder = snapshots_root(state.settings) / UPLOADS
-    if folder.is_dir():
-        _sweep_uploads(folder, state)
-
-
-def _sweep_uploads(folder: Path, state: AppState) -> None:
-    """Uploads no unfinished restore needs (a process died while it received one, or its restore was killed): an
-    upload still being received holds a lock on its file, and one whose restore waits is named in that job."""
-    with _folder_lock(folder, fcntl.LOCK_EX):
-        _sweep_locked(folder, state)
-
-
-def _sweep_locked(folder: Path, state: AppState) -> None:
-    needed = set()
-    for job_id in state.jobs.unfinished():
-        try:
-            payload = state.jobs.payload(job_id) if state.jobs.get(job_id).kind == JobKind.RESTORE else []
-        except JobNotFound:
-            continue
-        if payload:
-            needed.add(str(payload[0].get("snapshot")))
-    for entry in folder.iterdir():
-        if str(entry) in needed or entry.name == SWEEP_LOCK:
-            continue
-        with contextlib.suppress(FileNotFoundError), open(entry, "rb") as f:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                continue  # being received
-            entry.unlink(missing_ok=True)
-
-
-async def submit_upload(*, state: AppState, into: str, body: AsyncIterator[bytes], sha256: str | None) -> Job:
-    """Receive a snapshot into the server's folder and queue its restore as `into`: ValueError, CollectionConflict
-    (before a byte is stored), SnapshotInvalid, SnapshotModelUnavailable. The file goes when its restore ends. The
-    same upload sent again (the same `into` and sha256) gets the job it made, and its body is not stored."""
-    validate_name(into)
-    if (same := earlier_restore(state=state, into=into, sha256=sha256)) is not None:
-        return same
-    check_new_name(state=state, into=into)
-    folder = snapshots_root(state.settings) / UPLOADS
-    folder.mkdir(parents=True, exist_ok=True)
-    await to_thread.run_sync(_sweep_uploads, folder, state)
-    path = folder / f"{uuid.uuid4().hex}.tar"
-    f = await to_thread.run_sync(_created_locked, folder, path)
-    try:
-        async for chunk in body:
-            await to_thread.run_sync(f.write, chunk)
-        await to_thread.run_sync(f.flush)
-        manifest = await to_thread.run_sync(read_manifest, path)
-        model = restore_model(state=state, manifest=manifest)
-        spec = {"snapshot": str(path), "sha256": sha256, "into": into, "embedder": model, "upload": True}
-        job, new = await to_thread.run_sync(_queued_unlocked, folder, f, lambda: _queue_restore(state=state, spec=spec))
-        if not new:  # the same upload, sent twice at once: the other one's file is restored
-            path.unlink(missing_ok=True)
-        return job
-    except BaseException:
-        path.unlink(missing_ok=True)
-        raise
-    finally:
-        f.close()
-
-
-def _created_locked(folder: Path, path: Path) -> BinaryIO:
-    """The upload's file, created and locked (held until its restore job names it) while no sweep runs."""
-    with _folder_lock(folder, fcntl.LOCK_SH):
-        f = open(path, "wb")  # noqa: SIM115  closed by the caller, after the job is queued
-        fcntl.flock(f, fcntl.LOCK_EX)
-        return f
-
-
-def _queued_unlocked(folder: Path, f: BinaryIO, queue: Callable[[], tuple[Job, bool]]) -> tuple[Job, bool]:
-    """Queue the restore and let go of the file while no sweep runs: a later sweep finds the job naming it."""
-    with _folder_lock(folder, fcntl.LOCK_SH):
-        job = queue()
-        f.close()
-        return job
+    return queue_restore(state=state, spec=spec)[0]
 
 
 __all__ = [
@@ -315,6 +210,5 @@ __all__ = [
     "snapshots_root",
     "submit_restore",
     "submit_snapshot",
-    "submit_upload",
-    "sweep_uploads",
+    "queue_restore",
 ]

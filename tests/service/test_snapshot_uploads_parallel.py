@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 
 from indexing.merger import wait_background
-from service.snapshot_api import SWEEP_LOCK
+from service.snapshot_uploads import SWEEP_LOCK
 from tests.service.conftest import running_app, wait_job
 from tests.service.document_helpers import index, run_job
 

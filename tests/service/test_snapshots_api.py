@@ -18,7 +18,7 @@ import pytest
 
 from indexing.merger import wait_background
 from models.registry import ModelRegistry
-from service.snapshot_api import SWEEP_LOCK
+from service.snapshot_uploads import SWEEP_LOCK
 from tests.service.conftest import running_app
 from tests.service.document_helpers import index, run_job, scroll_all
 from tests.snapshot_corpus import SCHEMA, YEAR_FILTER, documents

@@ -22,9 +22,9 @@ from service.snapshot_api import (
     snapshots_of,
     submit_restore,
     submit_snapshot,
-    submit_upload,
 )
 from service.snapshot_schemas import RestoreRequest, SnapshotList, SnapshotOut
+from service.snapshot_uploads import submit_upload
 
 router = APIRouter(prefix="/collections", tags=["snapshots"])
 upload_router = APIRouter(prefix="/snapshots", tags=["snapshots"])
