@@ -78,6 +78,7 @@ def run_job(
             return run_snapshot_job(
                 job_id=job_id, jobs=jobs, collections=collections, embedders=embedders, on_progress=on_progress
             )
+        let_older_writes_end(job, jobs, run_older)  # writes to one collection take effect in the order sent
         coll = collections.get(job.collection)
         payload = jobs.payload(job_id)
         coll.reload_settings()  # a schema another process declared since this one opened the collection
@@ -100,7 +101,6 @@ def run_job(
         embedder = embedders.get(coll.settings.embedder)
         if embedder.contextual and isinstance(coll, ShardedCollection):
             raise ValueError(f"collection {coll.name!r} is sharded: contextual embedders are not supported")
-        let_older_writes_end(job, jobs, run_older)  # writes to one collection take effect in the order sent
         # The generation that serves once the lock is held: a promotion while this job waited moves the writes.
         with serving_writer(coll, collections.follow) as coll:
             if (now := jobs.get(job_id).status) in TERMINAL:  # run to its end by another worker meanwhile
