@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from indexing.dense import DenseIndexParams
@@ -79,3 +79,13 @@ class IndexingSettings(BaseSettings):
             ef_construction=self.hnsw_ef_construction,
             ef_search=self.hnsw_ef_search,
         )
+
+
+def settings_error(exc: ValidationError) -> str:
+    """The settings' faults on one line, each named by its environment variable (VELA_PORT, not `port`)."""
+    parts = []
+    for err in exc.errors():
+        loc = err.get("loc") or ()
+        msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        parts.append(f"VELA_{str(loc[0]).upper()}: {msg}" if loc else msg)
+    return "; ".join(parts)

@@ -6,10 +6,12 @@ import logging
 import os
 import signal
 import socket
+import sys
 import threading
 from collections.abc import Callable
 
 import torch
+from pydantic import ValidationError
 
 from indexing import gpu_index
 from indexing.ingest import run_job
@@ -19,7 +21,7 @@ from indexing.queue import QueueUnavailable
 from indexing.redis_queue import RedisJobQueue
 from indexing.redis_worker import RedisWorker
 from indexing.reindex import clean_all
-from indexing.settings import IndexingSettings
+from indexing.settings import IndexingSettings, settings_error
 from indexing.snapshot_restore import clean_restore_leftovers
 from indexing.store import CollectionStore
 from models import EmbedderCache
@@ -29,7 +31,11 @@ log = logging.getLogger("vela.worker")
 
 
 def main(*, name: str | None = None) -> int:
-    settings = IndexingSettings()
+    try:
+        settings = IndexingSettings()
+    except ValidationError as exc:  # one line naming the variable, as `vela serve` says it
+        print(f"vela worker: {settings_error(exc)}", file=sys.stderr)
+        return 2
     configure_logging(settings.log_level)
     if not settings.redis_url:
         log.error("vela worker needs VELA_REDIS_URL (the embedded default runs jobs inside `vela serve`)")
@@ -50,7 +56,11 @@ def main(*, name: str | None = None) -> int:
     collections = CollectionStore(data_dir)
     jobs = JobStore(data_dir / "jobs.sqlite3")
     embedders = EmbedderCache(device=device, precision=precision)
-    embedders.get(settings.embedder)
+    try:
+        embedders.get(settings.embedder)
+    except (OSError, ValueError) as exc:  # before any job is taken: every job would fail
+        print(f"vela worker: VELA_EMBEDDER: {exc}", file=sys.stderr)
+        return 2
     for coll_name in collections.names():
         outcome = collections.get(coll_name).check_consistency()
         log.info("collection checked", extra={"collection": coll_name, "outcome": outcome})

@@ -6,22 +6,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pydantic import ValidationError
-
+from indexing.settings import settings_error
 from models import EmbedderCache
 from models.embedder.onnx_embedder import DOCUMENT_PRECISION_ENV, DOCUMENT_PRECISIONS
 from models.reranker.loading import resolve_reranker_dir
 from service.settings import Settings
 
-
-def settings_error(exc: ValidationError) -> str:
-    """The settings' faults on one line, each named by its environment variable (VELA_PORT, not `port`)."""
-    parts = []
-    for err in exc.errors():
-        loc = err.get("loc") or ()
-        msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
-        parts.append(f"VELA_{str(loc[0]).upper()}: {msg}" if loc else msg)
-    return "; ".join(parts)
+__all__ = ["settings_error", "startup_problem"]
 
 
 def startup_problem(settings: Settings) -> str | None:

@@ -54,3 +54,26 @@ def test_a_data_dir_it_cannot_write_is_one_line(tmp_path: Path, capsys: pytest.C
     assert vela(["serve", "--data-dir", "/proc/nope", "--port", "1"]) == 2
     said = [line for line in capsys.readouterr().err.splitlines() if not line.startswith("{")]
     assert said == ["vela serve: VELA_DATA_DIR: /proc/nope is not a folder this server can write to"]
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "needle"),
+    [
+        ("VELA_CLAIM_IDLE_S", "abc", "vela worker: VELA_CLAIM_IDLE_S: Input should be a valid number"),
+        ("VELA_EMBEDDER", "/nonexistent", "vela worker: VELA_EMBEDDER: embedder '/nonexistent' is neither"),
+    ],
+)
+def test_vela_worker_refuses_the_same_way(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+    variable: str,
+    value: str,
+    needle: str,
+) -> None:
+    monkeypatch.setenv(variable, value)
+    monkeypatch.setenv("VELA_REDIS_URL", "redis://127.0.0.1:1/0")  # never reached
+    monkeypatch.setattr("os.nice", lambda _: 0)  # the worker lowers its own priority: not this test process's
+    assert vela(["worker", "--data-dir", str(tmp_path / "d")]) == 2
+    said = [line for line in capfd.readouterr().err.splitlines() if not line.startswith("{")]
+    assert len(said) == 1 and needle in said[0], said
