@@ -2,8 +2,8 @@
 
 Runs only on a host with CUDA (it refuses otherwise). The encoder is the packaged all-MiniLM-L6-v2 on cuda:0 in
 the precision VELA_PRECISION=auto picks there; search is a flat index of random unit vectors (100k x 384 by
-default) placed on the GPU by indexing.gpu_index; training is `vela train contrastive` on pairs mined from the
-corpus, on the same device.
+default) placed on the GPU by indexing.gpu_index (faiss-gpu, else the torch flat index; the JSON says which);
+training is `vela train contrastive` on pairs mined from the corpus, on the same device.
 
     vela bench gpu --out bench/results/gpu.json
 """
@@ -58,7 +58,7 @@ def _qps(index: Any, queries: np.ndarray, batch: int, k: int, seconds: float = 3
 def bench_search(device: str, rows: int, dim: int, k: int) -> dict[str, Any]:
     import faiss
 
-    from indexing.gpu_index import GpuSearchIndex, place
+    from indexing.gpu_index import GpuSearchIndex, backend, place
 
     rng = np.random.default_rng(0)
     vecs = rng.standard_normal((rows, dim)).astype(np.float32)
@@ -67,7 +67,13 @@ def bench_search(device: str, rows: int, dim: int, k: int) -> dict[str, Any]:
     cpu.add(vecs)
     gpu = place(cpu, device, min_passages=0)
     queries = rng.standard_normal((4096, dim)).astype(np.float32)
-    out: dict[str, Any] = {"rows": rows, "dim": dim, "k": k, "on_gpu": isinstance(gpu, GpuSearchIndex)}
+    out: dict[str, Any] = {
+        "rows": rows,
+        "dim": dim,
+        "k": k,
+        "on_gpu": isinstance(gpu, GpuSearchIndex),
+        "backend": backend(),  # faiss-gpu where faiss has GPU support, else torch (indexing/torch_flat.py)
+    }
     for batch in (1, 64):
         out[f"batch_{batch}"] = {"gpu_qps": _qps(gpu, queries, batch, k), "cpu_qps": _qps(cpu, queries, batch, k)}
     return out

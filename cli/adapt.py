@@ -74,6 +74,13 @@ def main(args: argparse.Namespace) -> int:
         student = resolve_student(aargs.student) if aargs.student else None
     except ValueError as e:
         return _fail(str(e))
+    try:  # `cuda:N` becomes that GPU alone (CUDA_VISIBLE_DEVICES), for the encoders and the trainer alike
+        from models.device import DeviceError, pin_visible_device, resolve_device
+
+        os.environ["VELA_DEVICE"] = pin_visible_device(os.environ.get("VELA_DEVICE", "auto"))
+        resolve_device(os.environ["VELA_DEVICE"])  # `cuda` without CUDA: one line and status 2, before any work
+    except DeviceError as e:
+        return _fail(str(e))
     command = _command(args, aargs)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     try:

@@ -9,7 +9,12 @@ What goes to the GPU: flat inner-product indexes, and HNSW ones as an exact GPU 
 stored vectors (exact top-k: what `VELA_DENSE_INDEX=flat` returns, never worse than the graph's). What stays on
 the CPU: the fp16 Matryoshka prefix index (FAISS has no GPU scalar-quantizer flat index), segments below
 VELA_GPU_MIN_PASSAGES, searches with a row selector (deleted rows) and searches asking for more than the GPU's
-top-k limit. Without a faiss built with GPU support everything stays on the CPU (logged once).
+top-k limit.
+
+Two GPU backends, chosen once per process: faiss-gpu's GpuIndexFlatIP where faiss was built with GPU support
+(the `gpu` extra), else an exact torch flat index (indexing/torch_flat.py) where torch sees the GPU, as on a
+host whose CUDA stack faiss-gpu's CUDA 12 wheels do not match. Both answer with faiss' results contract. With
+neither, everything stays on the CPU (logged once).
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ import threading
 from typing import Any
 
 import numpy as np
+
+from indexing import torch_flat
 
 log = logging.getLogger("vela.gpu_index")
 
@@ -51,10 +58,10 @@ def gpu_support(faiss_module: Any) -> bool:
     return get_num_gpus is None or int(get_num_gpus()) > 0
 
 
-def _warn_once(key: str, message: str, **extra: Any) -> None:
+def _warn_once(key: str, message: str, level: int = logging.WARNING, **extra: Any) -> None:
     if key not in _warned:
         _warned.add(key)
-        log.warning(message, extra=extra)
+        log.log(level, message, extra=extra)
 
 
 def _gpu_resources(faiss_module: Any, gpu: int) -> tuple[Any, threading.Lock]:
@@ -95,28 +102,56 @@ class GpuSearchIndex:
             return self.gpu_index.search(np.ascontiguousarray(x, dtype=np.float32), k)
 
 
-def place(index: Any, device: str | None = None, *, min_passages: int | None = None, faiss_module: Any = None) -> Any:
+def backend(faiss_module: Any = None, *, torch_cuda: bool | None = None) -> str:
+    """Which GPU copy this process makes: 'faiss' (faiss built with GPU support), 'torch' (torch sees a CUDA
+    device) or 'none'."""
+    if gpu_support(_faiss() if faiss_module is None else faiss_module):
+        return "faiss"
+    return "torch" if (torch_flat.torch_cuda_available() if torch_cuda is None else torch_cuda) else "none"
+
+
+def _torch_lock(gpu: int) -> threading.Lock:
+    with _guard:
+        return _locks.setdefault(gpu, threading.Lock())
+
+
+def place(
+    index: Any,
+    device: str | None = None,
+    *,
+    min_passages: int | None = None,
+    faiss_module: Any = None,
+    torch_cuda: bool | None = None,
+) -> Any:
     """The index to search with on `device` (default: the process's, set by `configure`): a GpuSearchIndex
-    when the device is CUDA, faiss has GPU support and the index holds at least `min_passages` rows (default
-    VELA_GPU_MIN_PASSAGES); else `index` itself. Never raises for a missing GPU: the CPU index always works."""
+    when the device is CUDA, a GPU backend is there (`backend`) and the index holds at least `min_passages`
+    rows (default VELA_GPU_MIN_PASSAGES); else `index` itself. Never raises for a missing GPU: the CPU index
+    always works."""
     device = _config["device"] if device is None else device
     min_passages = _config["min_passages"] if min_passages is None else min_passages
     if not device.startswith("cuda") or index.ntotal < min_passages:
         return index
     fa = _faiss() if faiss_module is None else faiss_module
-    if not gpu_support(fa):
+    kind = backend(fa, torch_cuda=torch_cuda)
+    if kind == "none":
         _warn_once(
             "no-gpu-faiss",
-            "device is CUDA but this faiss has no GPU support: dense search stays on the CPU "
-            "(install the gpu extra as the README says, so that faiss-gpu replaces faiss-cpu)",
+            "device is CUDA but neither faiss (no GPU support) nor torch (no CUDA device) can search on it: "
+            "dense search stays on the CPU (install the gpu extra and the CUDA build of torch as the README says)",
             device=device,
         )
         return index
     gpu = int(device.partition(":")[2] or 0)
     try:
-        resources, lock = _gpu_resources(fa, gpu)
-        gpu_index = fa.index_cpu_to_gpu(resources, gpu, _flat_source(index, fa))
-    except (RuntimeError, AttributeError) as e:  # an index type faiss cannot put on a GPU, or out of memory
+        if kind == "faiss":
+            resources, lock = _gpu_resources(fa, gpu)
+            gpu_index = fa.index_cpu_to_gpu(resources, gpu, _flat_source(index, fa))
+        elif getattr(index, "metric_type", 0) != getattr(fa, "METRIC_INNER_PRODUCT", 0):
+            raise RuntimeError("the torch GPU copy is inner-product only")
+        else:
+            lock, gpu_index = _torch_lock(gpu), torch_flat.from_index(index, f"cuda:{gpu}")
+    except (RuntimeError, AttributeError) as e:  # an index type the backend cannot copy, or out of memory
         _warn_once(f"copy-{type(index).__name__}", "index kept on the CPU", index=type(index).__name__, error=str(e))
         return index
+    _warn_once(f"backend-{kind}", "dense search on the GPU", logging.INFO, backend=kind, device=device)
     return GpuSearchIndex(index, gpu_index, gpu, lock)

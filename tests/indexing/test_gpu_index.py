@@ -11,7 +11,7 @@ import faiss
 import numpy as np
 import pytest
 
-from indexing import gpu_index
+from indexing import gpu_index, torch_flat
 from indexing.gpu_index import GPU_MAX_K, GpuSearchIndex, place
 
 
@@ -150,3 +150,36 @@ def test_gpu_searches_are_serialised() -> None:
     fake = _fake_faiss()
     placed = place(_flat(50), "cuda:0", min_passages=0, faiss_module=fake)
     assert isinstance(placed._lock, type(threading.Lock()))
+
+
+def test_backend_choice() -> None:
+    assert gpu_index.backend(_fake_faiss(), torch_cuda=True) == "faiss"  # faiss-gpu first
+    assert gpu_index.backend(faiss, torch_cuda=True) == "torch"
+    assert gpu_index.backend(faiss, torch_cuda=False) == "none"
+    assert gpu_index.backend(faiss) == "none"  # this host: faiss-cpu, CPU torch
+
+
+def test_without_faiss_gpu_torch_makes_the_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[str] = []
+    from_index = torch_flat.from_index
+
+    def on_cpu(index: Any, device: str) -> Any:  # the copy a CUDA host would make, made on this CPU
+        made.append(device)
+        return from_index(index, "cpu")
+
+    monkeypatch.setattr(torch_flat, "from_index", on_cpu)
+    index = _flat(300)
+    placed = place(index, "cuda:1", min_passages=0, torch_cuda=True)
+    assert isinstance(placed, GpuSearchIndex) and made == ["cuda:1"] and placed.gpu == 1
+    q = np.random.default_rng(3).standard_normal((5, 16)).astype(np.float32)
+    scores, rows = placed.search(q, 10)
+    want_scores, want_rows = index.search(q, 10)
+    np.testing.assert_array_equal(rows, want_rows)
+    np.testing.assert_allclose(scores, want_scores, rtol=1e-5, atol=1e-5)
+    # HNSW goes as its stored vectors; an L2 index (not what segments hold) stays on the CPU.
+    hnsw = faiss.IndexHNSWFlat(16, 8, faiss.METRIC_INNER_PRODUCT)
+    hnsw.add(np.random.default_rng(4).standard_normal((50, 16)).astype(np.float32))
+    assert isinstance(place(hnsw, "cuda:0", min_passages=0, torch_cuda=True), GpuSearchIndex)
+    l2 = faiss.IndexFlatL2(16)
+    l2.add(np.zeros((3, 16), np.float32))
+    assert place(l2, "cuda:0", min_passages=0, torch_cuda=True) is l2

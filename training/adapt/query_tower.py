@@ -52,8 +52,13 @@ def build(model: str) -> tuple[BiEncoder, Any, EmbedderConfig, Path]:
 
 
 def interpolate(start: dict[str, torch.Tensor], end: dict[str, torch.Tensor], weight: float) -> dict[str, torch.Tensor]:
-    """start + weight (end - start) for every float tensor; integer buffers (position ids) come from `end`."""
-    return {k: (start[k] + weight * (v - start[k])) if v.is_floating_point() else v for k, v in end.items()}
+    """start + weight (end - start) for every float tensor; integer buffers (position ids) come from `end`. On the
+    device of `start` (the CPU copy taken before training): the trained weights may be on a GPU."""
+    out: dict[str, torch.Tensor] = {}
+    for k, v in end.items():
+        v = v.detach().to(start[k].device) if k in start else v.detach()
+        out[k] = start[k] + weight * (v - start[k]) if v.is_floating_point() else v
+    return out
 
 
 def save(

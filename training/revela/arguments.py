@@ -7,6 +7,7 @@ tau_r = eta = 1e-3).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 import torch
@@ -82,7 +83,8 @@ class RevelaArguments:
         self.temperature = self.temperature or DEFAULT_TEMPERATURE[self.method]
         if self.temperature <= 0 or self.lm_temperature <= 0:
             raise ValueError("temperatures must be > 0")
-        gpu = torch.cuda.is_available()
+        # Training goes to the GPU where CUDA is there and VELA_DEVICE does not say cpu (vela train's rule).
+        gpu = torch.cuda.is_available() and os.environ.get("VELA_DEVICE", "auto").strip().lower() != "cpu"
         # The paper's rank on GPU; on CPU a small encoder / LM trains in full (cheaper than rank-256 adapters).
         self.lora_r = (PAPER_LORA_RANK if gpu else 0) if self.lora_r < 0 else self.lora_r
         self.lm_lora_r = (PAPER_LORA_RANK if gpu else 0) if self.lm_lora_r < 0 else self.lm_lora_r
