@@ -23,7 +23,7 @@ def value_fits(value: Any, kind: str) -> bool:
     if kind == "keyword":
         return all(isinstance(v, str) for v in items)
     if kind == "integer":
-        return all(isinstance(v, int) and not isinstance(v, bool) and abs(v) < 2**63 for v in items)
+        return all(isinstance(v, int) and not isinstance(v, bool) and -(2**63) <= v < 2**63 for v in items)
     if kind == "float":  # an integer JSON allows but no float holds (10**400) is refused, not stored
         return all(is_number(v) and (not isinstance(v, int) or abs(v) <= _FLOAT_MAX) for v in items)
     if kind == "boolean":

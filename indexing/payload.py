@@ -72,7 +72,7 @@ def _typed(x: Any, kind: str, vocab: dict[str, int]) -> Any:
     if kind == "keyword":
         return vocab.setdefault(x, len(vocab)) if isinstance(x, str) else None
     if kind == "integer":
-        return x if isinstance(x, int) and not isinstance(x, bool) and abs(x) < 2**63 else None
+        return x if isinstance(x, int) and not isinstance(x, bool) and -(2**63) <= x < 2**63 else None
     if kind == "boolean":
         return int(x) if isinstance(x, bool) else None
     if kind == "float":

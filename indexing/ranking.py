@@ -158,6 +158,9 @@ def _fuse(per_run: dict[str, Ranked], req: RankRequest) -> tuple[Ranked, dict[st
     ranks = {name: dict(zip(k, range(1, len(k) + 1), strict=True)) for name, k in keys.items()}
     if req.mode != "hybrid":
         return per_run[req.mode][: req.k], ranks
+    # Fusion reads each list to `depth` only (the engine may have fetched deeper): a rank past it is shown as
+    # absent, as it counted for nothing in the score.
+    ranks = {name: {key: r for key, r in rk.items() if r <= req.depth} for name, rk in ranks.items()}
     rep: dict[Any, int] = {}  # the passage shown for a fused unit: its best dense passage, else its best BM25 one
     for name in ("bm25", "dense"):
         rep.update(zip(keys.get(name, []), [pid for _, _, pid in per_run.get(name, [])], strict=True))

@@ -83,6 +83,9 @@ def _unparsable(exc: BaseException) -> str:
         return "request body is not valid JSON: it is not UTF-8"
     if isinstance(cause, RecursionError):
         return "request body is not valid JSON: it is nested too deeply"
+    if isinstance(cause, ValueError) and "integer string conversion" in str(cause):
+        # Valid JSON that Python refuses to read: an integer literal of more than 4,300 digits.
+        return "request body holds an integer of more than 4,300 digits, which Vela does not read"
     return "request body is not valid JSON"
 
 

@@ -98,6 +98,8 @@ class SearchOptions(UnicodeBody):
     def _weights_non_negative(cls, v: dict[str, float] | None) -> dict[str, float] | None:
         if v is not None and any(w < 0 for w in v.values()):
             raise ValueError("weights must be >= 0")
+        if v is not None and not any(v.get(name, 1.0) > 0 for name in ("dense", "bm25")):  # a list left out weighs 1
+            raise ValueError("at least one weight must be above 0 (with every weight 0, every score is 0)")
         return v
 
     @model_validator(mode="after")

@@ -61,3 +61,16 @@ def test_an_integer_field_past_two_to_the_53_compares_with_float_bounds_exactly(
         assert node is not None
         scanned = [i for i, md in enumerate(rows) if matches(node, md)]
         assert _rows(p, {"key": "year", "range": bounds}, fields) == scanned, bounds
+
+
+def test_the_whole_int64_range_is_an_integer_value() -> None:
+    from indexing.metadata_fit import value_fits
+
+    low, high = -(2**63), 2**63 - 1  # the column's int64 bounds, both ends included
+    assert value_fits(low, "integer") and value_fits(high, "integer")
+    assert not value_fits(low - 1, "integer") and not value_fits(high + 1, "integer")
+    fields = {"year": "integer"}
+    p = _payload(fields, [{"year": low}, {"year": high}, {"year": 0}])
+    assert _rows(p, {"key": "year", "match": {"value": low}}, fields) == [0]
+    assert _rows(p, {"key": "year", "range": {"lt": 0}}, fields) == [0]
+    assert _rows(p, {"exists": {"key": "year"}}, fields) == [0, 1, 2]

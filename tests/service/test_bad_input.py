@@ -48,6 +48,7 @@ def _search(client: httpx.Client, **body: object) -> httpx.Response:
         ({"mode": "semantic"}, "mode: Input should be 'dense', 'bm25' or 'hybrid'"),
         ({"dim": "128"}, "dim: Input should be 'full' or '256'"),
         ({"weights": {"dense": -1}}, "weights: weights must be >= 0"),
+        ({"weights": {"dense": 0, "bm25": 0}}, "weights: at least one weight must be above 0"),
         ({"unknown_field": 1}, "unknown_field: Extra inputs are not permitted"),
     ],
 )
@@ -88,8 +89,12 @@ def test_malformed_json_is_422(small: httpx.Client) -> None:
         (b'{"collection": "c", "query": ', "request body is not valid JSON"),
         (b'{"collection": "c", "query": "\xff"}', "request body is not valid JSON: it is not UTF-8"),
         (b"[" * 40_000 + b"]" * 40_000, "request body is not valid JSON: it is nested too deeply"),
+        (
+            b'{"collection": "c", "query": "x", "k": ' + b"1" * 5000 + b"}",
+            "request body holds an integer of more than 4,300 digits, which Vela does not read",
+        ),
     ],
-    ids=["syntax", "not-utf8", "too-deep"],
+    ids=["syntax", "not-utf8", "too-deep", "huge-integer"],
 )
 def test_an_unparsable_body_is_422_with_details(small: httpx.Client, content: bytes, message: str) -> None:
     # Every 422 lists its problems (docs/api.md), a body the parser gives up on included.

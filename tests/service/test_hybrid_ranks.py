@@ -1,0 +1,40 @@
+"""A hybrid hit's `ranks` are its ranks in the lists the fusion read, each cut at `depth`: a rank past the cut
+is shown as absent (null), as it counted for nothing in the score; RRF scores then follow from the ranks shown."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.service.conftest import wait_job
+
+DOCS = [
+    {"id": f"d{i}", "text": f"note {i}: {' '.join(['cells', 'division', 'cancer', 'tides', 'moon'][: 1 + i % 5])}"}
+    for i in range(30)
+]
+
+
+@pytest.fixture(scope="module")
+def notes(server: httpx.Client) -> str:
+    r = server.post("/index", json={"collection": "hybrid_ranks", "documents": DOCS})
+    assert r.status_code == 202 and wait_job(server, r.json()["job_id"])["status"] == "succeeded"
+    return "hybrid_ranks"
+
+
+@pytest.mark.parametrize("group_by_doc", [True, False])
+def test_ranks_past_depth_are_absent_and_rrf_scores_follow_the_ranks(
+    server: httpx.Client, notes: str, group_by_doc: bool
+) -> None:
+    depth = 5
+    body = {
+        "collection": notes, "query": "cell division in cancer", "mode": "hybrid", "fusion": {"method": "rrf"},
+        "depth": depth, "k": 30, "group_by_doc": group_by_doc,
+    }  # fmt: skip
+    r = server.post("/search", json=body)
+    assert r.status_code == 200, r.text
+    hits = r.json()["hits"]
+    assert len(hits) > depth  # both lists contribute units the other lacks
+    for hit in hits:
+        shown = [rank for rank in hit["ranks"].values() if rank is not None]
+        assert shown and all(1 <= rank <= depth for rank in shown), hit["ranks"]
+        assert hit["score"] == pytest.approx(sum(1 / (60 + rank) for rank in shown), rel=1e-6)
