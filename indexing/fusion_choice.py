@@ -33,9 +33,11 @@ from indexing.dense import exact_scores
 from indexing.engine import Fanout
 from indexing.engine import search as engine_search
 from indexing.fusion import FusionSpec, rank_of
+from indexing.manifest import RETRIES, ManifestError
 from indexing.merger import BACKGROUND
 from indexing.postings import Postings, TermStats
 from indexing.ranking import Mode, RankRequest
+from indexing.segment import SegmentError
 from velaio.text import passage_text
 
 log = logging.getLogger("vela.fusion")
@@ -168,21 +170,24 @@ def pseudo_runs(
 ) -> list[dict[str, list[tuple[Hashable, float]]]]:
     """Per pseudo-query, its dense and BM25 lists (unit, score), top depth, the source document replaced by
     the cut passage (unit TARGET) at the scores it gets."""
-    versions = coll.published_versions()
     queries = [p.query for p in pqs]
     context = coll.query_context(fanout)
     qv = embedder.encode_queries(queries, context=context)  # (nq, d)
     dv = embedder.encode_documents([p.rest for p in pqs], context=context)  # (nq, d)
     dense_target = exact_scores(dv[:, None, :], qv)[:, 0]  # (nq,) as the index scores a stored passage
-    bm25_target = _bm25_of_rest(coll, fanout, versions, pqs)
-    lists: dict[str, list[list[tuple[Hashable, float]]]] = {}
-    modes: tuple[Mode, Mode] = ("dense", "bm25")
-    for mode in modes:
-        req = RankRequest(mode=mode, k=params.depth + 1, depth=params.depth)
-        found = engine_search(coll, fanout, qv if mode == "dense" else None, queries, req, versions=versions)
-        lists[mode] = [
-            [(key, score) for key, score, pid in f.top if pid not in p.pids] for f, p in zip(found, pqs, strict=True)
-        ]
+    # The index is read after the encoding, which takes seconds: writers that commit meanwhile remove what no
+    # recent manifest names (manifest.KEEP_MANIFESTS), and a version read before it could be gone. One that
+    # goes even so is read again, as a search request's is (engine.search).
+    for attempt in range(RETRIES):
+        versions = coll.published_versions() if attempt == 0 else coll.read_versions()
+        try:
+            bm25_target = _bm25_of_rest(coll, fanout, versions, pqs)
+            lists = _lists(coll, fanout, qv, queries, pqs, params, versions)
+            break
+        except (ManifestError, SegmentError, FileNotFoundError):
+            if attempt == RETRIES - 1:
+                raise
+            time.sleep(0.01 * (attempt + 1))
     out = []
     for i in range(len(pqs)):
         runs: dict[str, list[tuple[Hashable, float]]] = {}
@@ -194,6 +199,27 @@ def pseudo_runs(
             runs[mode] = run[: params.depth]
         out.append(runs)
     return out
+
+
+def _lists(
+    coll: Any,
+    fanout: Fanout,
+    qv: np.ndarray,
+    queries: list[str],
+    pqs: Sequence[PseudoQuery],
+    params: ChoiceParams,
+    versions: list[int],
+) -> dict[str, list[list[tuple[Hashable, float]]]]:
+    """Per mode, each pseudo-query's list (unit, score) without its source document's passages."""
+    lists: dict[str, list[list[tuple[Hashable, float]]]] = {}
+    modes: tuple[Mode, Mode] = ("dense", "bm25")
+    for mode in modes:
+        req = RankRequest(mode=mode, k=params.depth + 1, depth=params.depth)
+        found = engine_search(coll, fanout, qv if mode == "dense" else None, queries, req, versions=versions)
+        lists[mode] = [
+            [(key, score) for key, score, pid in f.top if pid not in p.pids] for f, p in zip(found, pqs, strict=True)
+        ]
+    return lists
 
 
 def _bm25_of_rest(coll: Any, fanout: Fanout, versions: list[int], pqs: Sequence[PseudoQuery]) -> np.ndarray:

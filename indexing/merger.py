@@ -48,6 +48,8 @@ class BackgroundWork:
         """Merge the collection's shards where the merge policy asks, then publish the result."""
 
         def merge() -> None:
+            if not coll.root.is_dir():  # the collection was deleted while this merge waited: nothing to merge
+                return
             if coll.merge():
                 store.published(coll)
 

@@ -40,7 +40,8 @@ def _misfit_at(fields: Mapping[str, str], documents: Sequence[Mapping[str, Any]]
         md = d.get("metadata") or {}
         for key, kind in fields.items():
             if key in md and not value_fits(md[key], kind):
-                return i, f"metadata.{key}: the field is declared {kind}; got {json.dumps(md[key])[:80]}"
+                what = "integer (64-bit: -2**63 to 2**63 - 1)" if kind == "integer" else kind
+                return i, f"metadata.{key}: the field is declared {what}; got {json.dumps(md[key])[:80]}"
     return None
 
 

@@ -149,24 +149,29 @@ class ShardWriter:
         with try_file_lock(self.dir / "merge.lock") as ours:
             if not ours:
                 return False
-            m = current_manifest(self.dir)
-            picked = policy.pick(m["segments"]) if m else []
-            if not picked or m is None:
-                return False
+            # The manifest and its deletion files are read as one publisher would, so that no commit (of this
+            # process or another) removes a deletion file between the two; later deletions reach the merged
+            # segment when it is published.
+            with self._publishing():
+                m = current_manifest(self.dir)
+                picked = policy.pick(m["segments"]) if m else []
+                if not picked or m is None:
+                    return False
+                entries = {e["name"]: e for e in m["segments"]}
+                dead = {name: load_dead(self.dir, entries[name]) for name in picked}  # (rows,) bool each
             work = self.dir / f"merging-{uuid.uuid4().hex[:12]}"
             try:
                 work.mkdir()
-                entry = self._build_merged(m, picked, work)
+                entry = self._build_merged(picked, dead, work)
                 return self._publish_merge(picked, entry, work)
             finally:
                 shutil.rmtree(work, ignore_errors=True)
 
-    def _build_merged(self, m: dict[str, Any], picked: list[str], work: Path) -> dict[str, Any]:
-        entries = {e["name"]: e for e in m["segments"]}
+    def _build_merged(self, picked: list[str], dead: dict[str, np.ndarray], work: Path) -> dict[str, Any]:
         parts = []  # (segment, live rows)
         for name in picked:
             seg = Segment.load(self.dir / name)
-            parts.append((seg, np.flatnonzero(~load_dead(self.dir, entries[name]))))
+            parts.append((seg, np.flatnonzero(~dead[name])))
         pids = np.concatenate([s.pids[r] for s, r in parts])  # (n,)
         order = np.argsort(pids, kind="stable")  # merged rows in passage-id order
         new_row = np.empty_like(order)

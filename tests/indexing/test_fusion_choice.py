@@ -204,3 +204,40 @@ def test_code_lines_are_no_queries_a_docstring_is(tmp_path: Path) -> None:
     pqs = sample_pseudo_queries(coll, ChoiceParams(samples=3))
     assert [p.query for p in pqs] == ['"""Split a multiline string into a list of its lines."""'] * 3
     assert all("return [p.strip()" in p.rest and "Split a multiline" not in p.rest for p in pqs)
+
+
+class CommittingEmbedder(OracleEmbedder):
+    """Commits new documents, more times than manifests are kept, while the chooser encodes its pseudo-queries:
+    what a stream of ingest jobs does beside a background choice."""
+
+    def __init__(self, coll: Collection | None = None) -> None:
+        super().__init__(synonym_vector)
+        self.coll, self.commits = coll, 0
+
+    def encode_documents(self, texts: Sequence[str], *, batch_size: int = 32, context: Any = None) -> np.ndarray:
+        if self.coll is not None:
+            from indexing.manifest import KEEP_MANIFESTS
+
+            for i in range(KEEP_MANIFESTS + 2):
+                doc = {"id": f"late{self.commits}-{i}", "title": "", "text": "w1s1x1 w1s1x2 common1 late."}
+                coll = self.coll
+                self.coll = None  # chunk_and_embed below encodes with this embedder too
+                coll.docstore.upsert(chunk_and_embed([doc], chunking=coll.settings.chunking, embedder=self))  # type: ignore[arg-type]
+                with coll.writer():
+                    coll.commit()
+                coll.query_context(LOCAL_FANOUT)  # a search loads the new view: older ones leave the cache
+                self.coll = coll
+            self.commits += 1
+        return super().encode_documents(texts)
+
+
+def test_commits_while_the_chooser_encodes_do_not_fail_it(tmp_path: Path) -> None:
+    # The chooser read the published versions before encoding; commits meanwhile removed their manifests and
+    # the background choice failed with a ManifestError. It reads the index after encoding (and again if needed).
+    embedder = CommittingEmbedder()
+    coll = build(tmp_path, synonym_docs(), embedder)
+    embedder.coll = coll
+    before = coll.published_versions()
+    choice = choose_fusion(coll, embedder, LOCAL_FANOUT, ChoiceParams(samples=30))
+    assert embedder.commits >= 1 and coll.published_versions() != before
+    assert choice.queries == 30 and choice.scores["dense"] > 0.9
