@@ -122,6 +122,18 @@ class JobStore:
             (collection, *sorted(k.value for k in kinds), JobStatus.QUEUED.value, JobStatus.RUNNING.value),
         )
 
+    def pending_document(self, collection: str, doc_id: str) -> dict[str, Any] | None:
+        """The document `doc_id` as the newest queued or running upsert of the collection sent it, or None: what
+        the collection will hold once the writes recorded before now have run. Reads only unfinished jobs'
+        payloads (a finished job's is dropped), each at most a batch."""
+        sql = (
+            "SELECT d.value FROM jobs, json_each(jobs.payload) AS d WHERE jobs.collection = ? AND jobs.kind = ? "
+            "AND jobs.status IN (?, ?) AND json_extract(d.value, '$.id') = ? ORDER BY jobs.created_at DESC LIMIT 1"
+        )
+        unfinished = (JobStatus.QUEUED.value, JobStatus.RUNNING.value)
+        row = self._conn().execute(sql, (collection, JobKind.UPSERT.value, *unfinished, doc_id)).fetchone()
+        return None if row is None else dict(json.loads(row[0]))
+
     def _first_id(self, sql: str, params: tuple[Any, ...]) -> str | None:
         """The id in the first row `sql` selects, or None."""
         row = self._conn().execute(sql, params).fetchone()

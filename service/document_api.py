@@ -139,16 +139,14 @@ def submit_patch(
     queue a job that writes it without re-embedding. CollectionNotFound, DocumentNotFound, InvalidMetadata,
     MetadataOutOfBounds; nothing is queued on any of them."""
     coll = state.collections.get(collection)
-    doc = coll.document(doc_id, passages=False)
-    if doc is None:
-        raise DocumentNotFound(doc_id)
+    stored = _metadata_to_patch(state, coll, doc_id)
     problem = metadata_problem(metadata, state.settings)  # first: bounds the depth before anything recurses
     if problem is None:
         try:
             check_metadata_types(schema=coll.settings.schema, documents=[{"metadata": metadata}])
         except InvalidMetadata as exc:
             raise InvalidMetadata(str(exc).removeprefix("documents[0].")) from exc
-        merged = metadata if mode == "replace" else {**doc.metadata, **metadata}
+        merged = metadata if mode == "replace" else {**stored, **metadata}
         problem = metadata_problem(merged, state.settings)
     if problem is not None:
         raise MetadataOutOfBounds(f"metadata ({mode} with the stored metadata): {problem}")
@@ -156,6 +154,22 @@ def submit_patch(
     job = state.jobs.create(collection=coll.name, kind=JobKind.PATCH, payload=payload)
     state.queue.submit(job.id)
     return job
+
+
+def _metadata_to_patch(state: AppState, coll: Any, doc_id: str) -> dict[str, Any]:
+    """The metadata a patch of `doc_id` will merge with: the stored document's, else that of an upsert still
+    queued or running (writes run in the order sent, so the patch runs after it, as Qdrant's set_payload after an
+    upsert does). DocumentNotFound when neither has the document."""
+    doc = coll.document(doc_id, passages=False)
+    if doc is not None:
+        return dict(doc.metadata)
+    pending = state.jobs.pending_document(coll.name, doc_id)
+    if pending is not None:
+        return dict(pending.get("metadata") or {})
+    doc = coll.document(doc_id, passages=False)  # the upsert may have ended between the two looks
+    if doc is None:
+        raise DocumentNotFound(doc_id)
+    return dict(doc.metadata)
 
 
 def submit_schema(*, state: AppState, collection: str, schema: dict[str, Any]) -> Job:

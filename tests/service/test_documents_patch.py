@@ -12,6 +12,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from tests.service.conftest import wait_job
 from tests.service.document_helpers import EncoderCalls, index, run_job, tiny_server
 
 Server = tuple[httpx.Client, FastAPI]
@@ -159,3 +160,35 @@ def test_count_documents_of_the_committed_index_that_pass_a_filter(server: Serve
     assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_request"
     r = client.post("/collections/no-such/count", json={})
     assert r.status_code == 404 and r.json()["error"]["code"] == "collection_not_found"
+
+
+def test_a_patch_sent_while_the_upsert_of_its_document_waits_runs_after_it(server: Server) -> None:
+    # Writes run in the order sent: a PATCH right after the POST /index of a new document is accepted (it was a
+    # 404 until the upsert had run), checked against the metadata that upsert sends, and applied after it.
+    client, app = server
+    name = "patch-after-queued-upsert"
+    index(client, name, [{"id": "old", "text": "alpha", "metadata": {"tag": "a"}}])
+    coll = app.state.vela.collections.get(name)
+    with coll.writer():  # the next upsert's job cannot write until this ends: it is still queued or running
+        r = client.post(
+            "/index",
+            json={
+                "collection": name,
+                "documents": [
+                    {"id": "new", "text": "beta gamma", "metadata": {"tag": "b", "n": 1, "blob": "x" * 40_000}}
+                ],
+            },
+        )
+        assert r.status_code == 202, r.text
+        upsert = r.json()["job_id"]
+        url = f"/collections/{name}/documents/new"
+        assert client.get(url).status_code == 404  # not stored yet
+        patch = client.patch(url, json={"metadata": {"tag": "c"}})
+        assert patch.status_code == 202, patch.text
+        # Checked against what the queued upsert sends: merged with it, this would pass the byte limit.
+        big = client.patch(url, json={"metadata": {"more": "y" * 40_000}})
+        assert big.status_code == 422 and big.json()["error"]["code"] == "invalid_request"
+        assert client.patch(f"/collections/{name}/documents/never", json={"metadata": {}}).status_code == 404
+    assert wait_job(client, upsert)["status"] == "succeeded"
+    assert wait_job(client, patch.json()["job_id"])["status"] == "succeeded"
+    assert client.get(url).json()["metadata"] == {"tag": "c", "n": 1, "blob": "x" * 40_000}
