@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> None:
     if not torch.cuda.is_available():
         sys.exit(
             "vela bench gpu: no CUDA device (torch.cuda.is_available() is False); run it on a GPU host with the "
-            "CUDA build of torch and the gpu extra (README, 'GPU')"
+            "CUDA build of torch and the gpu extra (docs/gpu.md)"
         )
     from models.device import resolve_device, resolve_precision
 

@@ -37,7 +37,7 @@ def _no_cuda_reason() -> str:
     if torch.version.cuda is None:
         return (
             f"this torch ({torch.__version__}) is a CPU-only build; install the CUDA build of torch "
-            "(README, 'GPU') or set VELA_DEVICE=cpu"
+            "(docs/gpu.md) or set VELA_DEVICE=cpu"
         )
     return "torch sees no CUDA device (driver, CUDA_VISIBLE_DEVICES?); set VELA_DEVICE=cpu or auto to run on the CPU"
 
