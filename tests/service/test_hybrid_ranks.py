@@ -3,10 +3,11 @@ is shown as absent (null), as it counted for nothing in the score; RRF scores th
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import httpx
 import pytest
-
-from tests.service.conftest import wait_job
 
 DOCS = [
     {"id": f"d{i}", "text": f"note {i}: {' '.join(['cells', 'division', 'cancer', 'tides', 'moon'][: 1 + i % 5])}"}
@@ -14,17 +15,12 @@ DOCS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def notes(server: httpx.Client) -> str:
-    r = server.post("/index", json={"collection": "hybrid_ranks", "documents": DOCS})
-    assert r.status_code == 202 and wait_job(server, r.json()["job_id"])["status"] == "succeeded"
-    return "hybrid_ranks"
-
-
 @pytest.mark.parametrize("group_by_doc", [True, False])
 def test_ranks_past_depth_are_absent_and_rrf_scores_follow_the_ranks(
-    server: httpx.Client, notes: str, group_by_doc: bool
+    server: httpx.Client, index_docs: Callable[..., dict[str, Any]], group_by_doc: bool
 ) -> None:
+    notes = "hybrid_ranks"
+    index_docs(notes, DOCS)  # the second time, an upsert that changes nothing
     depth = 5
     body = {
         "collection": notes, "query": "cell division in cancer", "mode": "hybrid", "fusion": {"method": "rrf"},
