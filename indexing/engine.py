@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -27,6 +27,7 @@ from indexing.ranking import Fused, Ranked, RankRequest, fuse, merge_shards, ran
 from indexing.segment import SegmentError
 from indexing.shard_view import ShardView
 
+T = TypeVar("T")
 KEEP_VIEWS = 2  # the published view and the one before it, while searches on it finish
 ShardRef = tuple[str, str]  # (segment directory, a key naming this incarnation of the shard)
 
@@ -157,14 +158,21 @@ def search(
 
     A request may hold versions that writers have since replaced twice and removed (views are kept for the
     last KEEP_VIEWS); it then runs again on the versions published now."""
+    return on_versions(coll, lambda v: _search(coll, fanout, qv, queries, req, v), versions)
+
+
+def on_versions(coll: Published, work: Callable[[list[int]], T], versions: list[int] | None = None) -> T:
+    """`work(versions)` on the published versions (or those given); run again on the versions read afresh when a
+    commit or merge removed a manifest or segment under it (manifest.KEEP_MANIFESTS), RETRIES times at most."""
     for attempt in range(RETRIES):
+        if attempt:
+            versions = coll.read_versions()
         try:
-            return _search(coll, fanout, qv, queries, req, versions)
+            return work(coll.published_versions() if versions is None else versions)
         except (ManifestError, SegmentError, FileNotFoundError):
             if attempt == RETRIES - 1:
                 raise
             time.sleep(0.01 * (attempt + 1))  # a writer between its shard manifest and the set: a moment
-            versions = coll.read_versions()
     raise AssertionError("unreachable")
 
 
@@ -200,17 +208,8 @@ def _search(
 
 
 def _on_shards(coll: Published, fanout: Fanout, method: str, kw: dict[str, Any]) -> list[Any]:
-    """One call per shard on the published manifests; retried on the manifests read again when a merge removed
-    a segment under it."""
-    for attempt in range(RETRIES):
-        versions = coll.published_versions() if attempt == 0 else coll.read_versions()
-        try:
-            return fanout.call(coll.shard_refs(), method, [{"version": v, **kw} for v in versions])
-        except (ManifestError, SegmentError, FileNotFoundError):
-            if attempt == RETRIES - 1:
-                raise
-            time.sleep(0.01 * (attempt + 1))
-    raise AssertionError("unreachable")
+    """One call per shard on the published manifests (read again if a merge removed a segment under them)."""
+    return on_versions(coll, lambda vs: fanout.call(coll.shard_refs(), method, [{"version": v, **kw} for v in vs]))
 
 
 def count(coll: Published, fanout: Fanout, node: Node | None) -> int:

@@ -30,14 +30,12 @@ import numpy as np
 
 from indexing.bm25 import tokenize
 from indexing.dense import exact_scores
-from indexing.engine import Fanout
+from indexing.engine import Fanout, on_versions
 from indexing.engine import search as engine_search
 from indexing.fusion import FusionSpec, rank_of
-from indexing.manifest import RETRIES, ManifestError
 from indexing.merger import BACKGROUND
 from indexing.postings import Postings, TermStats
 from indexing.ranking import Mode, RankRequest
-from indexing.segment import SegmentError
 from velaio.text import passage_text
 
 log = logging.getLogger("vela.fusion")
@@ -177,17 +175,10 @@ def pseudo_runs(
     dense_target = exact_scores(dv[:, None, :], qv)[:, 0]  # (nq,) as the index scores a stored passage
     # The index is read after the encoding, which takes seconds: writers that commit meanwhile remove what no
     # recent manifest names (manifest.KEEP_MANIFESTS), and a version read before it could be gone. One that
-    # goes even so is read again, as a search request's is (engine.search).
-    for attempt in range(RETRIES):
-        versions = coll.published_versions() if attempt == 0 else coll.read_versions()
-        try:
-            bm25_target = _bm25_of_rest(coll, fanout, versions, pqs)
-            lists = _lists(coll, fanout, qv, queries, pqs, params, versions)
-            break
-        except (ManifestError, SegmentError, FileNotFoundError):
-            if attempt == RETRIES - 1:
-                raise
-            time.sleep(0.01 * (attempt + 1))
+    # goes even so is read again, as a search request's is.
+    bm25_target, lists = on_versions(
+        coll, lambda v: (_bm25_of_rest(coll, fanout, v, pqs), _lists(coll, fanout, qv, queries, pqs, params, v))
+    )
     out = []
     for i in range(len(pqs)):
         runs: dict[str, list[tuple[Hashable, float]]] = {}

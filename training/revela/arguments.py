@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-import torch
+from models.device import resolve_device
 
 REVELA_TRAINING_DEFAULTS = {"learning_rate": 1e-4, "warmup_steps": 100, "logging_steps": 10}
 REPLUG_TRAINING_DEFAULTS = {**REVELA_TRAINING_DEFAULTS, "learning_rate": 5e-4}
@@ -83,8 +83,7 @@ class RevelaArguments:
         self.temperature = self.temperature or DEFAULT_TEMPERATURE[self.method]
         if self.temperature <= 0 or self.lm_temperature <= 0:
             raise ValueError("temperatures must be > 0")
-        # Training goes to the GPU where CUDA is there and VELA_DEVICE does not say cpu (vela train's rule).
-        gpu = torch.cuda.is_available() and os.environ.get("VELA_DEVICE", "auto").strip().lower() != "cpu"
+        gpu = resolve_device(os.environ.get("VELA_DEVICE", "auto")) != "cpu"  # where `vela train` trains
         # The paper's rank on GPU; on CPU a small encoder / LM trains in full (cheaper than rank-256 adapters).
         self.lora_r = (PAPER_LORA_RANK if gpu else 0) if self.lora_r < 0 else self.lora_r
         self.lm_lora_r = (PAPER_LORA_RANK if gpu else 0) if self.lm_lora_r < 0 else self.lm_lora_r
