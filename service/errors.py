@@ -28,6 +28,7 @@ STATUS_CODES = {
     408: "request_timeout",
     409: "conflict",
     413: "payload_too_large",
+    414: "uri_too_long",
     422: "invalid_request",
     500: "internal",
     503: "unavailable",

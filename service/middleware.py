@@ -18,7 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service import timing
 from service.errors import REQUEST_ID, ApiError, error_response, internal_error
-from service.server import ABORT_CONNECTION
+from service.server import ABORT_CONNECTION, MAX_PARSED_URL, URI_TOO_LONG
 
 log = logging.getLogger("vela.service")
 
@@ -82,6 +82,15 @@ def request_guard(
             await send(tagged(message))
             moved += len(message.get("body", b""))
 
+        too_long = URI_TOO_LONG in scope.get("extensions", {}) or len(scope.get("raw_path") or b"") > MAX_PARSED_URL
+        if too_long:  # no route has a path that long (service/server.py; h11 reads one, httptools does not)
+            message = f"the request path passes {MAX_PARSED_URL} bytes: send large values in a body or the query"
+            try:
+                await error_response(414, "uri_too_long", message)(scope, receive, send_direct)
+            finally:
+                timing.end(timing_token)
+                REQUEST_ID.reset(token)
+            return
         # The handler runs as its own task so that the deadline can answer while it still runs: a search in the
         # thread pool cannot be interrupted, and cancelling it waits for the thread anyway.
         task = asyncio.ensure_future(app(scope, receive_counted, send_from_app))

@@ -25,6 +25,9 @@ from service.settings import Settings
 # download that has stalled. Closing the transport (what uvicorn does when a response is left unfinished) first
 # sends everything buffered, so a client that has stopped reading would hold the connection and the buffer for ever.
 ABORT_CONNECTION = "vela.abort_connection"
+# Set in the scope's extensions when the request's path was longer than the parser reads (MAX_PARSED_URL): the app
+# answers 414 in the API's error shape (service.middleware.request_guard) instead of the parser's bare 400.
+URI_TOO_LONG = "vela.uri_too_long"
 
 
 def _abort(transport: asyncio.Transport) -> None:
@@ -150,15 +153,18 @@ def _httptools_protocol() -> type[asyncio.Protocol] | None:
 
         def on_headers_complete(self) -> None:
             self._headers_pending = False
-            if len(self.url) <= MAX_PARSED_URL or b"?" not in self.url:
+            if len(self.url) <= MAX_PARSED_URL:
                 super().on_headers_complete()
                 return
-            # httptools.parse_url stops at 64 KiB (16-bit offsets): a longer query string (a large filter) would
-            # be a bare 400. As h11 does, the target splits at the first "?"; the query is set on the scope
-            # before the request's task first runs.
-            self.url, _, query = self.url.partition(b"?")
+            # httptools.parse_url stops at 64 KiB (16-bit offsets): a longer target would be a bare 400. As h11
+            # does, it splits at the first "?", and the query (a large filter) is set on the scope before the
+            # request's task first runs. A path that long names no route: the app is told to answer 414.
+            path, _, query = self.url.partition(b"?")
+            self.url = path if len(path) <= MAX_PARSED_URL else b"/"
             super().on_headers_complete()
             self.scope["query_string"] = query
+            if len(path) > MAX_PARSED_URL:
+                self.scope.setdefault("extensions", {})[URI_TOO_LONG] = {"bytes": len(path)}
 
     return HttpToolsHeaderTimeoutProtocol
 
@@ -177,6 +183,8 @@ def uvicorn_config(
         port=port or settings.port,
         http=protocol,
         timeout_keep_alive=settings.keep_alive_s,
+        # h11 refuses a head over 16 KiB by default (a bare 400); the head's bound is VELA_MAX_HEADER_BYTES (431)
+        h11_max_incomplete_event_size=settings.max_header_bytes + 4,
         limit_concurrency=settings.max_connections,
         **options,
     )

@@ -13,6 +13,7 @@ from vela_client.async_client import AsyncVelaClient
 from vela_client.calls import DocumentLike, SearchOptions
 from vela_client.errors import (
     ChecksumMismatch,
+    ClientClosed,
     Conflict,
     ConnectionFailed,
     InvalidRequest,
@@ -63,6 +64,7 @@ __all__ = [
     "AsyncVelaClient",
     "BatchSearchResponse",
     "ChecksumMismatch",
+    "ClientClosed",
     "Collection",
     "Conflict",
     "ConnectionFailed",

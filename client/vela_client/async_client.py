@@ -22,7 +22,7 @@ from vela_client.async_snapshots import AsyncSnapshotsMixin
 from vela_client.calls import SearchOptions
 from vela_client.config import DEFAULT_TIMEOUT_S
 from vela_client.config import http_options as _options
-from vela_client.errors import error_from_transport
+from vela_client.errors import ClientClosed, error_from_transport
 from vela_client.models import BatchSearchResponse, Health, Job, JobAccepted, Readiness, SearchResponse
 from vela_client.retry import RetryPolicy, retry_delay
 from vela_client.routes import Call
@@ -91,6 +91,8 @@ class AsyncVelaClient(AsyncDocumentsMixin, AsyncCollectionsMixin, AsyncSnapshots
         return response
 
     async def _send(self, call: Call[T]) -> T:
+        if self._http.is_closed:  # httpx would raise a bare RuntimeError
+            raise ClientClosed()
         attempt = 1
         while True:
             try:

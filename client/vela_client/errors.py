@@ -23,7 +23,9 @@ _STATUS_CODES = {
     408: "request_timeout",
     409: "conflict",
     413: "payload_too_large",
+    414: "uri_too_long",
     422: "invalid_request",
+    431: "headers_too_large",
     500: "internal",
     503: "unavailable",
 }
@@ -80,7 +82,8 @@ class Conflict(VelaError):
 
 
 class PayloadTooLarge(VelaError):
-    """413: the request (or its response) is over one of the server's limits; the message names it."""
+    """413 (414 for a path, 431 for the request line and headers): the request (or its response) is over one of
+    the server's limits; the message names it."""
 
 
 class ServerError(VelaError):
@@ -102,6 +105,13 @@ class Timeout(VelaError, TimeoutError):
 class ChecksumMismatch(VelaError):
     """A downloaded file's sha256 differs from the one the server lists for it (code `sha256_mismatch`): it was
     damaged on the way or on the server, and nothing was written where it was to go."""
+
+
+class ClientClosed(VelaError, RuntimeError):
+    """The client was used after `close()` (or after its `with` block): make a new one (code `client_closed`)."""
+
+    def __init__(self) -> None:
+        super().__init__("this client has been closed: make a new one", code="client_closed")
 
 
 class JobFailed(VelaError):
@@ -128,7 +138,9 @@ _BY_STATUS: dict[int, type[VelaError]] = {
     408: Timeout,
     409: Conflict,
     413: PayloadTooLarge,
+    414: PayloadTooLarge,
     422: InvalidRequest,
+    431: PayloadTooLarge,
     503: Unavailable,
 }
 

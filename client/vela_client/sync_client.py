@@ -18,7 +18,7 @@ from vela_client import calls
 from vela_client.calls import SearchOptions
 from vela_client.config import DEFAULT_TIMEOUT_S
 from vela_client.config import http_options as _options
-from vela_client.errors import error_from_transport
+from vela_client.errors import ClientClosed, error_from_transport
 from vela_client.models import BatchSearchResponse, Health, Job, JobAccepted, Readiness, SearchResponse
 from vela_client.retry import RetryPolicy, retry_delay
 from vela_client.routes import Call
@@ -90,6 +90,8 @@ class VelaClient(SyncDocumentsMixin, SyncCollectionsMixin, SyncSnapshotsMixin):
         return response
 
     def _send(self, call: Call[T]) -> T:
+        if self._http.is_closed:  # httpx would raise a bare RuntimeError
+            raise ClientClosed()
         attempt = 1
         while True:
             try:

@@ -58,7 +58,8 @@ class JobWatch:
 
     def next_delay(self, job: Job) -> float:
         """Seconds to sleep before the next poll; raises JobWaitTimeout once the deadline has passed."""
-        delay: float = min(self._poll_interval, _FIRST_POLL_S * 2.0**self._polls)
+        # The exponent stops growing once the doubling has passed any interval (2.0**1024 overflows a float).
+        delay: float = min(self._poll_interval, _FIRST_POLL_S * 2.0 ** min(self._polls, 64))
         self._polls += 1
         if self._deadline is not None:
             remaining = self._deadline - time.monotonic()

@@ -10,9 +10,21 @@ from pathlib import Path
 
 import httpx
 import pytest
-from vela_client import InvalidRequest, RetryPolicy, ServerError, Unavailable, VelaClient, VelaError, routes
+from vela_client import (
+    ClientClosed,
+    InvalidRequest,
+    PayloadTooLarge,
+    RetryPolicy,
+    ServerError,
+    Unavailable,
+    VelaClient,
+    VelaError,
+    routes,
+)
 from vela_client.errors import error_from_response
+from vela_client.models import Job
 from vela_client.retry import parse_retry_after
+from vela_client.waiting import JobWatch
 
 CLIENT_DOC = Path(__file__).resolve().parents[2] / "docs" / "client.md"
 
@@ -21,6 +33,7 @@ def test_retry_after_seconds_and_dates() -> None:
     assert parse_retry_after("3") == 3.0 and parse_retry_after(" 0.5 ") == 0.5
     assert parse_retry_after("-4") == 0.0
     assert parse_retry_after(None) is None and parse_retry_after("soon") is None
+    assert parse_retry_after("nan") is None and parse_retry_after("inf") is None  # floats, but no delay meant
     past = format_datetime(datetime(2000, 1, 1, tzinfo=UTC), usegmt=True)
     assert parse_retry_after(past) == 0.0
     future = format_datetime(datetime.now(UTC) + timedelta(hours=1), usegmt=True)
@@ -54,6 +67,31 @@ def test_errors_from_bodies_of_every_kind() -> None:
     teapot = error_from_response(_response(418, json=["not", "the", "shape"]))
     assert type(teapot) is VelaError and teapot.status == 418
     assert str(shaped) == "k: too small (HTTP 422, code invalid_request)"
+    for status, code in ((414, "uri_too_long"), (431, "headers_too_large")):  # answered before any route
+        head = error_from_response(_response(status, text="too long"))
+        assert isinstance(head, PayloadTooLarge) and head.code == code
+
+
+def test_a_closed_client_raises_a_vela_error_and_sends_nothing() -> None:
+    sent: list[httpx.Request] = []
+    transport = httpx.MockTransport(lambda r: sent.append(r) or httpx.Response(200, json={"status": "ok"}))
+    with VelaClient("http://vela", http_options={"transport": transport}) as client:
+        client.health()
+    with pytest.raises(ClientClosed) as caught:
+        client.health()
+    assert isinstance(caught.value, VelaError) and isinstance(caught.value, RuntimeError)
+    assert caught.value.code == "client_closed" and len(sent) == 1
+
+
+def test_a_wait_polls_for_as_long_as_it_takes() -> None:
+    """The first polls come quickly, then every poll_interval, however long the job runs (the doubling used to
+    overflow after 1,024 polls: OverflowError, about 8.5 minutes into a wait)."""
+    watch = JobWatch(timeout=None, poll_interval=0.5)
+    job = Job.model_validate(
+        {"id": "j", "collection": "c", "kind": "upsert", "status": "running", "done": 1, "total": 9, "created_at": 0}
+    )
+    delays = [watch.next_delay(job) for _ in range(5000)]
+    assert delays[0] == 0.05 and delays[1] == 0.1 and set(delays[10:]) == {0.5}
 
 
 def test_the_docs_list_every_call_not_sent_again_after_a_broken_connection() -> None:

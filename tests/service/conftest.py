@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import socket
 import threading
 import time
@@ -80,3 +81,34 @@ def index_docs(server: httpx.Client) -> Callable[..., dict[str, Any]]:
         return job
 
     return _index
+
+
+# Driving the web console in a real headless Chromium: Selenium and Debian's chromium-driver (`make browser` installs
+# both); without them the tests that use it skip. Steps: tests/service/console_browser.py.
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver_path = shutil.which("chromedriver")
+    if not chromium or not driver_path:
+        pytest.skip("Chromium is not installed: `make browser` (or apt-get install chromium chromium-driver)")
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (requirements.lock)")
+    options = webdriver.ChromeOptions()
+    # Both paths given: Selenium Manager has nothing to look up or download.
+    options.binary_location = chromium
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",  # root in a container has no user namespace for the sandbox
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-extensions",
+        "--disable-background-networking",
+        "--window-size=1440,1000",
+    ):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=driver_path), options=options)
+    driver.set_page_load_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()

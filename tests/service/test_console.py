@@ -10,8 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import os
-import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,16 @@ import httpx
 import pytest
 
 from tests.service.conftest import running_server, wait_job
+from tests.service.console_browser import (
+    click,
+    css,
+    find_all,
+    index_through_the_form,
+    job_status,
+    open_console,
+    type_into,
+    until,
+)
 from velaio.files import file_lock
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -83,99 +92,6 @@ def test_with_keys_the_console_is_public_and_the_api_is_not(keyed_server: httpx.
 # --- the page, in Chromium -----------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver_path = shutil.which("chromedriver")
-    if not chromium or not driver_path:
-        pytest.skip("Chromium is not installed: `make browser` (or apt-get install chromium chromium-driver)")
-    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (requirements.lock)")
-    options = webdriver.ChromeOptions()
-    # Both paths given: Selenium Manager has nothing to look up or download.
-    options.binary_location = chromium
-    for arg in (
-        "--headless=new",
-        "--no-sandbox",  # root in a container has no user namespace for the sandbox
-        "--disable-dev-shm-usage",
-        "--disable-gpu",
-        "--no-first-run",
-        "--disable-extensions",
-        "--disable-background-networking",
-        "--window-size=1440,1000",
-    ):
-        options.add_argument(arg)
-    driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=driver_path), options=options)
-    driver.set_page_load_timeout(60)
-    try:
-        yield driver
-    finally:
-        driver.quit()
-
-
-def _until(driver: Any, condition: Callable[[Any], Any], timeout: float = 120) -> Any:
-    """Waits for a condition of the page. The console redraws what changed (job rows as they are polled, the
-    collections table), so an element found a moment ago may be gone: the condition is then tried again."""
-    from selenium.common.exceptions import StaleElementReferenceException
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    wait = WebDriverWait(driver, timeout, poll_frequency=0.1, ignored_exceptions=[StaleElementReferenceException])
-    return wait.until(condition)
-
-
-def _click(driver: Any, selector: str) -> None:
-    """Clicks the element, found again if a redraw replaced it between the look-up and the click."""
-
-    def clicked(d: Any) -> bool:
-        _css(d, selector).click()
-        return True
-
-    _until(driver, clicked)
-
-
-def _css(driver: Any, selector: str) -> Any:
-    from selenium.webdriver.common.by import By
-
-    return driver.find_element(By.CSS_SELECTOR, selector)
-
-
-def _all(driver: Any, selector: str) -> list[Any]:
-    from selenium.webdriver.common.by import By
-
-    return list(driver.find_elements(By.CSS_SELECTOR, selector))
-
-
-def _open(driver: Any, client: httpx.Client) -> None:
-    driver.get(f"{client.base_url}/ui")
-    _until(driver, lambda d: d.execute_script("return document.body.dataset.ready") == "true")
-
-
-def _type(driver: Any, selector: str, text: str) -> None:
-    field = _css(driver, selector)
-    field.clear()
-    field.send_keys(text)
-
-
-def _job_status(driver: Any, job_id: str) -> str | None:
-    # In the page, in one step: the row may be redrawn at any poll.
-    script = (
-        "const row = document.querySelector(`.job[data-job-id='${arguments[0]}']`); return row && row.dataset.status"
-    )
-    status = driver.execute_script(script, job_id)
-    return str(status) if status else None
-
-
-def _index_through_the_form(driver: Any, collection: str, doc_id: str, title: str, text: str) -> str:
-    """Fills and sends the index form; waits until its job has ended and returns its final status."""
-    _type(driver, "#index-collection", collection)
-    _type(driver, "#index-doc-id", doc_id)
-    _type(driver, "#index-title", title)
-    _type(driver, "#index-text", text)
-    _css(driver, "#index-submit").click()
-    job_id = _until(driver, lambda d: _css(d, "#index-result").get_attribute("data-job-id"))
-    ended = ("succeeded", "failed", "cancelled")
-    return str(_until(driver, lambda d: _job_status(d, job_id) in ended and _job_status(d, job_id)))
-
-
 def _screenshot(driver: Any) -> None:
     """The whole page as a PNG at VELA_CONSOLE_SCREENSHOT, when that is set."""
     target = os.environ.get("VELA_CONSOLE_SCREENSHOT")
@@ -195,43 +111,43 @@ def test_index_through_the_console_then_find_it(browser: Any, open_server: tuple
     client, _ = open_server
     r = client.post("/index", json={"collection": "notes", "documents": DOCS})
     assert wait_job(client, r.json()["job_id"])["status"] == "succeeded"
-    _open(browser, client)
-    _until(browser, lambda d: _all(d, 'tr[data-collection="notes"]'))
+    open_console(browser, client)
+    until(browser, lambda d: find_all(d, 'tr[data-collection="notes"]'))
 
-    assert _index_through_the_form(browser, "notes", "tides", "Tides", TIDES) == "succeeded"
-    row = _until(browser, lambda d: (r := _css(d, 'tr[data-collection="notes"]')).text.split()[1] == "4" and r.text)
+    assert index_through_the_form(browser, "notes", "tides", "Tides", TIDES) == "succeeded"
+    row = until(browser, lambda d: (r := css(d, 'tr[data-collection="notes"]')).text.split()[1] == "4" and r.text)
     assert " default " in row  # the name, documents, passages, embedder (by name), dims, segments, version
-    assert float(_css(browser, ".job.succeeded progress").get_attribute("value")) == 1.0
+    assert float(css(browser, ".job.succeeded progress").get_attribute("value")) == 1.0
 
     from selenium.webdriver.support.ui import Select
 
-    Select(_css(browser, "#search-collection")).select_by_value("notes")
-    _type(browser, "#search-query", "what causes the tides")
-    _css(browser, "#search-submit").click()
-    first = _until(browser, lambda d: _all(d, ".hit"))[0]
+    Select(css(browser, "#search-collection")).select_by_value("notes")
+    type_into(browser, "#search-query", "what causes the tides")
+    css(browser, "#search-submit").click()
+    first = until(browser, lambda d: find_all(d, ".hit"))[0]
     assert first.get_attribute("data-hit-id") == "tides"
     assert "fused score" in first.text and "dense rank 1" in first.text and "BM25 rank 1" in first.text
     assert f"chars 0–{len(TIDES)}" in first.text
-    assert {m.text for m in _all(first, "mark")} == {"Tides", "caused"}
+    assert {m.text for m in find_all(first, "mark")} == {"Tides", "caused"}
     assert first.find_element("css selector", ".hit-text").text == TIDES
     # A metadata filter goes with the search: no document has this field, so nothing passes.
-    _type(browser, "#search-filter", '{"must": [{"key": "lang", "match": {"value": "de"}}]}')
-    _css(browser, "#search-submit").click()
-    _until(browser, lambda d: "No hits." in _css(d, "#search-results").text)
-    _css(browser, "#search-filter").clear()
-    _type(browser, "#search-filter", '{"must": [')
-    _css(browser, "#search-submit").click()
-    assert "Filter: not JSON" in _until(browser, lambda d: _css(d, "#search-error").text)
-    assert _css(browser, "#search-results").text == ""  # the previous answer is not left under the error
-    _css(browser, "#search-filter").clear()
-    _css(browser, "#search-submit").click()  # without a filter again: the hits come back
-    assert _until(browser, lambda d: _all(d, ".hit"))[0].get_attribute("data-hit-id") == "tides"
+    type_into(browser, "#search-filter", '{"must": [{"key": "lang", "match": {"value": "de"}}]}')
+    css(browser, "#search-submit").click()
+    until(browser, lambda d: "No hits." in css(d, "#search-results").text)
+    css(browser, "#search-filter").clear()
+    type_into(browser, "#search-filter", '{"must": [')
+    css(browser, "#search-submit").click()
+    assert "Filter: not JSON" in until(browser, lambda d: css(d, "#search-error").text)
+    assert css(browser, "#search-results").text == ""  # the previous answer is not left under the error
+    css(browser, "#search-filter").clear()
+    css(browser, "#search-submit").click()  # without a filter again: the hits come back
+    assert until(browser, lambda d: find_all(d, ".hit"))[0].get_attribute("data-hit-id") == "tides"
 
     loaded = json.loads(EVAL_RESULT.read_text())
-    _css(browser, "#eval-files").send_keys(str(EVAL_RESULT))
-    bars = _until(browser, lambda d: _all(d, "#evals svg rect.bar"))
+    css(browser, "#eval-files").send_keys(str(EVAL_RESULT))
+    bars = until(browser, lambda d: find_all(d, "#evals svg rect.bar"))
     assert len(bars) == sum(len(metrics) for metrics in loaded["metrics"].values())
-    assert loaded["dataset"] in _css(browser, "#evals figcaption").text
+    assert loaded["dataset"] in css(browser, "#evals figcaption").text
     _screenshot(browser)
 
 
@@ -245,35 +161,35 @@ def test_cancel_a_queued_job_from_the_console(browser: Any, open_server: tuple[h
     with file_lock(data_dir / "collections" / "blocker" / "write.lock"):
         client.post("/index", json={"collection": "blocker", "documents": DOCS[1:2]})
         queued = client.post("/index", json={"collection": "later", "documents": DOCS[2:]}).json()["job_id"]
-        _open(browser, client)
-        _type(browser, "#follow-job-id", queued)
-        _css(browser, "#follow-form button").click()
-        _until(browser, lambda d: _job_status(d, queued) == "queued" and _all(d, f'[data-job-id="{queued}"] .cancel'))
-        _click(browser, f'[data-job-id="{queued}"] .cancel')
-        _until(browser, lambda d: _job_status(d, queued) == "cancelled")
+        open_console(browser, client)
+        type_into(browser, "#follow-job-id", queued)
+        css(browser, "#follow-form button").click()
+        until(browser, lambda d: job_status(d, queued) == "queued" and find_all(d, f'[data-job-id="{queued}"] .cancel'))
+        click(browser, f'[data-job-id="{queued}"] .cancel')
+        until(browser, lambda d: job_status(d, queued) == "cancelled")
     assert wait_job(client, queued)["status"] == "cancelled"
 
 
 @pytest.mark.browser
 def test_with_keys_the_console_asks_for_one(browser: Any, keyed_server: httpx.Client) -> None:
-    _open(browser, keyed_server)
+    open_console(browser, keyed_server)
     browser.execute_script("sessionStorage.clear()")
-    _open(browser, keyed_server)
-    dialog = _css(browser, "#key-dialog")
-    _until(browser, lambda d: dialog.is_displayed())
-    assert "missing API key" in _css(browser, "#collections-error").text
+    open_console(browser, keyed_server)
+    dialog = css(browser, "#key-dialog")
+    until(browser, lambda d: dialog.is_displayed())
+    assert "missing API key" in css(browser, "#collections-error").text
 
-    _type(browser, "#api-key", "not-the-key")
-    _css(browser, "#key-submit").click()
-    _until(browser, lambda d: "invalid API key" in _css(d, "#key-error").text and dialog.is_displayed())
+    type_into(browser, "#api-key", "not-the-key")
+    css(browser, "#key-submit").click()
+    until(browser, lambda d: "invalid API key" in css(d, "#key-error").text and dialog.is_displayed())
 
-    _type(browser, "#api-key", KEY)
-    _css(browser, "#key-submit").click()
-    _until(browser, lambda d: _all(d, "#no-collections"))
+    type_into(browser, "#api-key", KEY)
+    css(browser, "#key-submit").click()
+    until(browser, lambda d: find_all(d, "#no-collections"))
     assert not dialog.is_displayed()
     assert browser.execute_script("return sessionStorage.getItem('vela.apiKey')") == KEY
     assert browser.execute_script("return localStorage.length") == 0
     assert browser.execute_script("return document.cookie") == ""
     # Every call carries the key: the POST /index and each GET /jobs/{id} of the job.
-    assert _index_through_the_form(browser, "keyed", "tides", "Tides", TIDES) == "succeeded"
-    _until(browser, lambda d: _all(d, 'tr[data-collection="keyed"]'))
+    assert index_through_the_form(browser, "keyed", "tides", "Tides", TIDES) == "succeeded"
+    until(browser, lambda d: find_all(d, 'tr[data-collection="keyed"]'))

@@ -1,7 +1,7 @@
 // The console's entry point: wires the forms to the API, asks for a key when the server wants one, and keeps the
 // collections and the server status fresh.
 
-import { api, apiKey, forgetApiKey, onUnauthorized, setApiKey } from "./api.js";
+import { api, apiKey, forgetApiKey, onUnauthorized, RawJson, setApiKey } from "./api.js";
 import { refreshCollections } from "./collections.js";
 import { byId, fmtNumber } from "./dom.js";
 import { loadEvalFiles } from "./evals.js";
@@ -10,6 +10,9 @@ import { runSearch } from "./search.js";
 
 const COLLECTIONS_EVERY_MS = 10000;
 const STATUS_EVERY_MS = 5000;
+// What a browser can put in an Authorization header (Latin-1), less spaces and control characters: any other key
+// would make every request fail before it is sent.
+const SENDABLE_KEY = /^[\x21-\x7e\xa1-\xff]+$/;
 
 function askForKey(failure) {
   const dialog = byId("key-dialog");
@@ -44,11 +47,13 @@ function refreshAll() {
   poll();
 }
 
+/** The metadata as typed, checked to be a JSON object, or undefined when empty. It is sent as the text typed (see
+ * RawJson): JSON.parse would round integers past 2^53, turn 2005.0 into 2005 and 1e999 into null. */
 function parseMetadata(text) {
   if (!text.trim()) return undefined;
   const value = JSON.parse(text);
   if (!value || typeof value !== "object" || Array.isArray(value)) throw new Error("metadata must be a JSON object");
-  return value;
+  return text.trim();
 }
 
 async function submitIndex(event) {
@@ -66,10 +71,10 @@ async function submitIndex(event) {
   const doc = { id: byId("index-doc-id").value, text: byId("index-text").value };
   const title = byId("index-title").value;
   if (title) doc.title = title;
-  if (metadata) doc.metadata = metadata;
   const collection = byId("index-collection").value.trim();
+  const docText = metadata ? `${JSON.stringify(doc).slice(0, -1)},"metadata":${metadata}}` : JSON.stringify(doc);
   try {
-    const accepted = await api("POST", "/index", { collection, documents: [doc] });
+    const accepted = await api("POST", "/index", new RawJson(`{"collection":${JSON.stringify(collection)},"documents":[${docText}]}`));
     result.textContent = `Job ${accepted.job_id} ${accepted.status}`;
     result.dataset.jobId = accepted.job_id;
     result.className = "muted";
@@ -87,7 +92,13 @@ function wire() {
   });
   byId("key-form").addEventListener("submit", (event) => {
     event.preventDefault();
-    setApiKey(byId("api-key").value);
+    const key = byId("api-key").value;
+    if (!SENDABLE_KEY.test(key)) {
+      byId("key-error").textContent =
+        "This key cannot be sent: a key travels in a header, which holds Latin-1 characters without spaces or control characters.";
+      return;
+    }
+    setApiKey(key);
     byId("api-key").value = "";
     byId("key-dialog").close();
     refreshAll();
@@ -108,6 +119,8 @@ function wire() {
     event.preventDefault();
     runSearch();
   });
+  // The browser stops a search whose fields are invalid (it shows why): the last search's error no longer applies.
+  byId("search-form").addEventListener("invalid", () => (byId("search-error").textContent = ""), true);
   byId("eval-files").addEventListener("change", (event) => {
     loadEvalFiles([...event.target.files]);
     event.target.value = ""; // the same file can be loaded again after an edit

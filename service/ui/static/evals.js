@@ -20,10 +20,14 @@ function svg(tag, attrs = {}, ...children) {
 }
 
 function isMetrics(value) {
+  // At least one mode, each with at least one finite value (an empty `metrics` would draw an empty chart).
   return (
     value &&
     typeof value === "object" &&
-    Object.values(value).every((m) => m && typeof m === "object" && Object.values(m).every(Number.isFinite))
+    Object.keys(value).length > 0 &&
+    Object.values(value).every(
+      (m) => m && typeof m === "object" && Object.keys(m).length > 0 && Object.values(m).every(Number.isFinite),
+    )
   );
 }
 
@@ -51,7 +55,8 @@ export function modelsOf(result, fileName) {
   return models;
 }
 
-/** A grouped bar chart: one group per metric, one bar per series, values from 0 to 1. */
+/** A grouped bar chart: one group per metric, one bar per series. The axis runs from 0 to 1 (NDCG, recall and MRR
+ * lie there), or up to the largest value where one is larger; a negative value is drawn as 0 and shown as it is. */
 export function barChart(model) {
   const metrics = [...new Set(model.series.flatMap((s) => Object.keys(s.values)))];
   const width = 460;
@@ -60,7 +65,8 @@ export function barChart(model) {
   const plotH = height - pad.top - pad.bottom;
   const groupW = (width - pad.left - pad.right) / Math.max(metrics.length, 1);
   const barW = Math.min(36, (groupW - 16) / Math.max(model.series.length, 1));
-  const y = (v) => pad.top + plotH * (1 - Math.max(0, Math.min(1, v)));
+  const top = Math.max(1, ...model.series.flatMap((s) => Object.values(s.values)));
+  const y = (v) => pad.top + plotH * (1 - Math.max(0, Math.min(top, v)) / top);
   const chart = svg("svg", {
     viewBox: `0 0 ${width} ${height}`,
     width,
@@ -69,9 +75,10 @@ export function barChart(model) {
     class: "bar-chart",
     "aria-label": `${model.title}: ${metrics.join(", ")}`,
   });
-  for (const tick of [0, 0.25, 0.5, 0.75, 1]) {
+  for (const tick of [0, 0.25, 0.5, 0.75, 1].map((t) => t * top)) {
     chart.append(svg("line", { x1: pad.left, x2: width - pad.right, y1: y(tick), y2: y(tick), class: "grid" }));
-    chart.append(svg("text", { x: pad.left - 4, y: y(tick) + 3, class: "tick", "text-anchor": "end" }, tick));
+    const label = Number.isInteger(tick) || top === 1 ? tick : tick.toPrecision(3);
+    chart.append(svg("text", { x: pad.left - 4, y: y(tick) + 3, class: "tick", "text-anchor": "end" }, label));
   }
   metrics.forEach((metric, g) => {
     const x0 = pad.left + g * groupW + (groupW - barW * model.series.length) / 2;

@@ -23,8 +23,16 @@ export function onJobEnded(handler) {
 }
 
 export function restoreJobs() {
-  const ids = JSON.parse(sessionStorage.getItem(IDS_ITEM) || "[]");
-  for (const id of ids) jobs.set(id, { id, status: "queued", stub: true });
+  let ids = [];
+  try {
+    ids = JSON.parse(sessionStorage.getItem(IDS_ITEM) || "[]");
+  } catch {
+    // Not what this page stored (edited by hand, or an older page's format): start with no jobs followed.
+  }
+  if (!Array.isArray(ids)) ids = [];
+  for (const id of ids.filter((x) => typeof x === "string").slice(-MAX_FOLLOWED)) {
+    jobs.set(id, { id, status: "queued", stub: true });
+  }
   draw();
   poll();
 }
