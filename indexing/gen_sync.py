@@ -26,6 +26,7 @@ from indexing.vector_reuse import VectorReuse, copied_documents
 from models import Embedder
 
 PAGE = 256  # documents read, embedded and stored per step (a cancel or a kill loses at most one step)
+EMBED_STEP = 32  # documents embedded between two looks at should_stop (a page of a large model takes minutes)
 
 
 @dataclass
@@ -127,7 +128,14 @@ def sync(
             prepared = copied_documents(source, target, [str(d["id"]) for d in docs])
             out.copied += len(prepared)
         elif docs:
-            prepared = prepare_documents(docs, target, embedder, context)
+            prepared = []
+            for i in range(0, len(docs), EMBED_STEP):  # a cancel (or a deleted collection) waits one step, not a page
+                if i and should_stop():
+                    out.cancelled = True
+                    break
+                prepared += prepare_documents(docs[i : i + EMBED_STEP], target, embedder, context)
+            if out.cancelled:
+                break
             out.embedded += len(prepared)
         if docs:
             if isinstance(target, ShardedCollection):

@@ -121,15 +121,20 @@ def _reindex(
     documents = {"embedded": 0, "copied": 0}  # encoded by the new embedder, or stored with the source's vectors
     for attempt in range(1 + CATCH_UP_PASSES):
         source = collections.get(spec["collection"])  # a write job may have published meanwhile
-        with target.writer():
-            outcome = sync(
-                source,
-                target,
-                embedder,
-                should_stop=stop,
-                on_progress=progress if attempt == 0 else None,
-                reuse=reuse,
-            )
+        try:
+            with target.writer():
+                outcome = sync(
+                    source,
+                    target,
+                    embedder,
+                    should_stop=stop,
+                    on_progress=progress if attempt == 0 else None,
+                    reuse=reuse,
+                )
+        except Exception:
+            if stop():  # deleted (or cancelled) under the build, whose files went with it: a cancel, not a fault
+                raise JobCancelled() from None
+            raise
         documents["embedded"] += outcome.embedded
         documents["copied"] += outcome.copied
         if outcome.cancelled or stop():

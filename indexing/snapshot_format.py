@@ -163,6 +163,9 @@ def check_manifest(manifest: Any) -> dict[str, Any]:
             raise SnapshotInvalid(f"{MANIFEST} names a file a snapshot cannot hold: {member[:100]!r}")
         if not isinstance(entry, dict) or not isinstance(entry.get("sha256"), str):
             raise SnapshotInvalid(f"{MANIFEST} has no sha256 for {member!r}")
+        size = entry.get("bytes")
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise SnapshotInvalid(f"{MANIFEST} has no size for {member!r}")
     documents = manifest.get("documents", 0)
     if not isinstance(documents, int) or isinstance(documents, bool) or documents < 0:
         raise SnapshotInvalid(f"{MANIFEST} has no valid document count")

@@ -35,7 +35,7 @@ from velaio.files import fsync_dir, fsync_tree, write_atomic
 
 log = logging.getLogger("vela.snapshots")
 RESTORE_PREFIX = ".restore-"  # <collections>/.restore-<job id>/: a restore being built
-HEARTBEAT_BYTES = 64 << 20
+HEARTBEAT_BYTES = 8 << 20
 
 
 class JobCancelled(Exception):
@@ -61,8 +61,15 @@ class _Hashing(io.RawIOBase):
 def _check_member(member: tarfile.TarInfo, files: dict[str, Any], seen: set[str]) -> None:
     if member.name not in files:
         raise SnapshotInvalid(f"the tar holds {member.name[:100]!r}, which snapshot.json does not list")
-    if member.name in seen or not member.isfile():
+    # A sparse member (GNU or PAX) would extract to its declared size from a few bytes of tar: an upload of
+    # kilobytes could write and hash gigabytes. Plain members only, each exactly the size snapshot.json records,
+    # so that what a restore writes is bounded by the tar it reads.
+    if member.name in seen or not member.isfile() or member.issparse():
         raise SnapshotInvalid(f"the tar holds {member.name!r} twice, or not as a plain file")
+    if member.size != files[member.name]["bytes"]:
+        raise SnapshotInvalid(
+            f"{member.name} is {member.size} bytes, not the {files[member.name]['bytes']} that snapshot.json lists"
+        )
 
 
 def extract_verified(
@@ -192,7 +199,13 @@ def _restore(
     tmp = collections.root / f"{RESTORE_PREFIX}{job_id}"
     shutil.rmtree(tmp, ignore_errors=True)  # an earlier attempt's: started over
     try:
-        manifest = extract_verified(source, tmp, spec.get("sha256"), lambda: progress(0, 0))  # a heartbeat
+
+        def heartbeat() -> None:  # every few MB read: the job is alive, and a cancel stops the extraction
+            progress(0, 0)
+            if cancelled():
+                raise JobCancelled()
+
+        manifest = extract_verified(source, tmp, spec.get("sha256"), heartbeat)
         total = int(manifest.get("documents", 0))
         progress(0, total)
         if cancelled():
@@ -215,6 +228,8 @@ def _restore(
                 commit_collection(coll, embedder)  # the index, rebuilt from the doc stores
         finally:
             coll.close()
+        if cancelled():  # asked while the index was rebuilt: nothing is visible yet
+            raise JobCancelled()
         fsync_tree(tmp)
         # an upload's file has a server-made name no listing shows: the result names no snapshot then
         shown = None if spec.get("upload") else source.name

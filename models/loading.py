@@ -25,6 +25,7 @@ __all__ = [
     "DEFAULT_ALIASES",
     "TORCH_ALIASES",
     "EmbedderCache",
+    "ModelLoadError",
     "_set_offline",
     "choose_encoder",
     "load_embedder",
@@ -145,6 +146,10 @@ def load_embedder(
     return embedder_from_dir(resolve_model_dir(name, encoder=encoder), device=device, precision=precision)
 
 
+class ModelLoadError(ValueError):
+    """A model folder whose files do not load (a damaged weights file, weights that do not fit the config)."""
+
+
 class EmbedderCache:
     """Loads each embedder once per process and shares it between collections and requests.
 
@@ -193,10 +198,18 @@ class EmbedderCache:
         return served
 
     def get(self, name: str | os.PathLike[str]) -> Embedder:
+        """The loaded embedder. A folder that does not load raises OSError, ValueError, or ModelLoadError (a
+        ValueError) for what the libraries raise of their own (a damaged safetensors file, a config that does not
+        fit its weights), so that callers tell a bad model from a fault of their own with one except clause."""
         path = self.served_dir(name)
         with self._lock:
             if path not in self._loaded:
-                self._loaded[path] = load_embedder(path, device=self.device, precision=self.precision)
+                try:
+                    self._loaded[path] = load_embedder(path, device=self.device, precision=self.precision)
+                except (OSError, ValueError):
+                    raise
+                except Exception as exc:  # noqa: BLE001  what a damaged folder makes the loaders raise
+                    raise ModelLoadError(f"{type(exc).__name__}: {str(exc)[:200]}") from exc
             return self._loaded[path]
 
     def loaded(self) -> list[str]:

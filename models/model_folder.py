@@ -39,6 +39,21 @@ def check_weights(root: Path) -> None:
         raise InvalidModelDir("no weights (model.safetensors, pytorch_model.bin or model.onnx): not a whole model")
 
 
+def check_readable_weights(root: Path) -> None:
+    """InvalidModelDir when a safetensors file in the folder (or a folder of it: an adapted model's query encoder)
+    is not one: a truncated or damaged copy would be registered and then fail on the first request that loads
+    it. Reads each file's header, not its tensors."""
+    from safetensors import SafetensorError, safe_open
+
+    for path in sorted([*root.glob("*.safetensors"), *root.glob("*/*.safetensors")]):
+        try:
+            with safe_open(str(path), framework="numpy"):
+                pass
+        except (SafetensorError, OSError) as exc:
+            rel = path.relative_to(root)
+            raise InvalidModelDir(f"{rel} is not a readable safetensors file ({exc}): a damaged copy?") from exc
+
+
 def kind_of(config: dict[str, Any]) -> str:
     """As models.reranker tells them apart: a reranker's model_type is `vela_reranker`; anything else is an embedder
     (models.loading's table picks its class)."""

@@ -25,7 +25,15 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from models.model_folder import RERANKER_MODEL_TYPE, InvalidModelDir, check_weights, dims_of, kind_of, read_config
+from models.model_folder import (
+    RERANKER_MODEL_TYPE,
+    InvalidModelDir,
+    check_readable_weights,
+    check_weights,
+    dims_of,
+    kind_of,
+    read_config,
+)
 from models.registry_entries import (
     ENTRY_FILE,
     EVALS_DIR,
@@ -164,8 +172,10 @@ class ModelRegistry:
             raise InvalidModelDir(f"{str(source)!r} is not a directory")
         config = read_config(src)
         check_weights(src)
+        check_readable_weights(src)
         self.root.mkdir(parents=True, exist_ok=True)
         with file_lock(self.root / LOCK_FILE):
+            self._sweep_locked()
             dest = self.root / name
             if os.path.lexists(dest):
                 raise ModelExists(f"a model named {name!r} is registered already (remove it first)")
@@ -182,11 +192,20 @@ class ModelRegistry:
             fsync_dir(self.root)
         return self.get(name)
 
+    def _sweep_locked(self) -> None:
+        """Remove what a killed `register` or `remove` left: a copy that was never renamed into place, or a removed
+        model's files not yet deleted. Under the registry lock, which each holds while its copy exists, any such
+        folder but a removal being deleted right now is a leftover (and deleting that one twice is harmless)."""
+        for pattern in (".tmp-*", ".removed-*"):
+            for leftover in self.root.glob(pattern):
+                shutil.rmtree(leftover, ignore_errors=True)
+
     def remove(self, name: str) -> None:
         """Take the model `name` out of the registry: renamed aside first (gone at once), then its files deleted.
         Only a model is removed (`model_dir`'s errors otherwise, and nothing is touched)."""
         self.model_dir(name)  # before the lock: a missing registry folder is not created to refuse a name
         with file_lock(self.root / LOCK_FILE):
+            self._sweep_locked()
             path = self.model_dir(name)  # again under the lock: what is renamed is what was judged
             trash = self.root / f".removed-{uuid.uuid4().hex}"
             os.rename(path, trash)

@@ -4,11 +4,17 @@ store (indexing/aliases.py), which follows them on every lookup by name."""
 from __future__ import annotations
 
 from indexing.aliases import AliasConflict, AliasNotFound, NotACollection
+from indexing.jobs import JobKind
 from service.state import AppState
 
 
 def put_alias(*, state: AppState, alias: str, collection: str) -> bool:
-    """Point `alias` at `collection`, creating or switching it in one atomic step; True when it is new."""
+    """Point `alias` at `collection`, creating or switching it in one atomic step; True when it is new.
+    AliasConflict for a collection's name, or a name a restore under way will make into one (the name is the
+    restore's from the moment it was accepted, as for `POST /index`)."""
+    restoring = state.jobs.unfinished_of(alias, frozenset({JobKind.RESTORE}))
+    if restoring is not None:
+        raise AliasConflict(f"a restore into {alias!r} is under way (job {restoring}): the name is taken")
     store = state.collections
     return store.aliases.put(alias, collection, is_collection=store.is_collection)
 

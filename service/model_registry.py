@@ -90,8 +90,8 @@ def public_model_name(*, settings: Settings, stored: str) -> str:
     path = Path(stored)
     if path == packaged_minilm_dir():
         return BUILTIN_NAME
-    if path.parent == registry(settings).root and is_model_name(path.name):
-        return path.name
+    if path.parent == registry(settings).root and is_model_name(path.name) and path.is_dir():
+        return path.name  # (a folder removed with `vela models remove --force` is a name that reaches nothing)
     return UNREGISTERED
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -42,9 +41,9 @@ def test_a_failed_job_is_one_line_unless_debugging(
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    broken = shutil.copytree(tmp_path / "tiny2", tmp_path / "broken")
-    (broken / "model.safetensors").write_bytes(b"not weights")  # registered; fails when the job loads it
-    ModelRegistry(vela / "models").register("broken", broken)
+    entry = ModelRegistry(vela / "models").register("broken", tmp_path / "tiny2")
+    assert entry.path is not None
+    (entry.path / "model.safetensors").write_bytes(b"not weights")  # damaged once registered: the job fails
     base = ["reindex", "c", "--data-dir", str(vela), "--embedder", "broken"]
     caplog.set_level(logging.INFO)
     assert main(base) == 1

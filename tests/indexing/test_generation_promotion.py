@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from indexing import gen_sync
 from indexing import generations as gens
 from indexing.engine import LOCAL_FANOUT
 from indexing.engine import search as engine_search
@@ -91,6 +92,39 @@ def test_cancel_removes_the_partial_generation(env: dict[str, Any], second_embed
     status = run_job(job_id=job.id, jobs=jobs, collections=env["store"], embedders=env["embedders"])
     assert status == JobStatus.CANCELLED
     assert gens.on_disk(root) == [0] and gens.read_pointer(root).building is None
+
+
+@pytest.mark.parametrize("how", ["cancel", "delete"])
+def test_a_reindex_stops_within_a_step_of_embedding_when_cancelled_or_deleted(
+    env: dict[str, Any], second_embedder: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """A cancel, or the collection's deletion (which cancels its jobs), used to wait for the whole page of 256
+    documents to be embedded (minutes with a large model), and a deletion made the build fail on its vanished
+    files. Now the job stops at the next step of EMBED_STEP documents and ends cancelled either way."""
+    jobs, store = env["jobs"], env["store"]
+    monkeypatch.setattr(gen_sync, "EMBED_STEP", 8)  # DOCS' 40 documents: five steps in the one page
+    spec = {"collection": "c", "embedder": str(second_embedder), "reencode": True}
+    job = jobs.create(collection="c", kind=JobKind.REINDEX, payload=[spec])
+    jobs.start(job.id)
+    real, steps = gen_sync.prepare_documents, []
+
+    def one_step(*args: Any, **kwargs: Any) -> Any:
+        steps.append(1)
+        if len(steps) == 2:  # asked while the second step is embedded
+            if how == "cancel":
+                jobs.request_cancel(job.id)
+            else:  # as DELETE /collections/c does
+                jobs.cancel_collection("c")
+                store.delete("c")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(gen_sync, "prepare_documents", one_step)
+    status = run_job(job_id=job.id, jobs=jobs, collections=store, embedders=env["embedders"])
+    assert status == JobStatus.CANCELLED and len(steps) == 2, (status, jobs.get(job.id).error)
+    if how == "cancel":
+        assert gens.on_disk(env["root"]) == [0] and gens.read_pointer(env["root"]).building is None
+    else:
+        assert not env["root"].exists()
 
 
 def _top1(coll: Any, emb: Any, queries: dict[str, str]) -> dict[str, dict[str, int]]:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from transformers import BertModel
 
+from indexing import snapshot_restore
 from indexing.collection import CollectionSettings
 from indexing.engine import LOCAL_FANOUT, count
 from indexing.engine import search as engine_search
@@ -114,6 +115,90 @@ def test_a_damaged_snapshot_is_refused_and_leaves_no_collection(env: dict[str, A
     assert "damaged" in error and str(env["dir"]) not in error, error
     assert not env["store"].exists("copy") and env["store"].names() == ["c"]
     assert [p.name for p in (env["dir"] / "collections").iterdir()] == ["c"]
+
+
+def _retar(path: Path, work: Path, change: str) -> None:
+    """The snapshot at `path` rewritten by GNU tar, snapshot.json first: its doc store made a sparse file of 64 MB
+    (a few KB in the tar) that snapshot.json lists at that size, or its listed size made one byte more."""
+    import json
+    import subprocess
+
+    with tarfile.open(path) as tar:
+        names = tar.getnames()
+        tar.extractall(work, filter="data")
+    manifest = json.loads((work / "snapshot.json").read_text())
+    if change == "sparse":
+        with open(work / "docs.sqlite3", "r+b") as f:
+            f.truncate(64 << 20)
+        manifest["files"]["docs.sqlite3"]["bytes"] = 64 << 20
+    else:
+        manifest["files"]["docs.sqlite3"]["bytes"] += 1
+    (work / "snapshot.json").write_text(json.dumps(manifest))
+    subprocess.run(["tar", "--format=gnu", "--sparse", "-cf", str(path), "-C", str(work), *names], check=True)
+
+
+@pytest.mark.parametrize("change", ["sparse", "size"])
+def test_a_member_is_extracted_only_at_the_size_it_has_in_the_tar(
+    env: dict[str, Any], tmp_path: Path, change: str
+) -> None:
+    """A sparse member would write (and hash) its declared size from a few bytes of tar: a small upload could fill
+    the disk. It is refused before a byte of it is written, as is a member whose size is not the listed one."""
+    make_collection(env, "c")
+    name = take_snapshot(env, "c")
+    path, _ = find_snapshot(env["dir"] / "snapshots", "c", name)
+    _retar(path, tmp_path / "work", change)
+    if change == "sparse":
+        with tarfile.open(path) as tar:
+            assert tar.getmember("docs.sqlite3").issparse() and path.stat().st_size < 1 << 20
+    assert restore_snapshot(env, "c", name, "copy") == JobStatus.FAILED
+    error = env["jobs"].get(env["last"]).error or ""
+    assert ("not as a plain file" if change == "sparse" else "bytes, not the") in error, error
+    assert not env["store"].exists("copy") and [p.name for p in (env["dir"] / "collections").iterdir()] == ["c"]
+
+
+@pytest.mark.parametrize("when", ["extracting", "rebuilding the index"])
+def test_a_cancel_stops_a_restore_before_it_ends(
+    env: dict[str, Any], monkeypatch: pytest.MonkeyPatch, when: str
+) -> None:
+    """A cancel used to be read once, after the whole tar was extracted, and a restore asked to stop went on to
+    succeed. It is read every few MB of the tar, and again once the index is rebuilt, before anything shows."""
+    make_collection(env, "c")
+    name = take_snapshot(env, "c")
+    jobs = env["jobs"]
+
+    def cancel_the_restore() -> None:
+        jobs.request_cancel(env["last"])
+
+    if when == "extracting":
+        monkeypatch.setattr(snapshot_restore, "HEARTBEAT_BYTES", 1)  # a heartbeat at every read
+        real_read = snapshot_restore._Hashing.read
+
+        reads: list[int] = []
+
+        def read(self: Any, size: int = -1) -> bytes:
+            reads.append(size)
+            cancel_the_restore()
+            return real_read(self, size)
+
+        monkeypatch.setattr(snapshot_restore._Hashing, "read", read)
+    else:
+        real_commit = snapshot_restore.commit_collection
+        monkeypatch.setattr(
+            snapshot_restore, "commit_collection", lambda *a, **k: (real_commit(*a, **k), cancel_the_restore())
+        )
+    path, info = find_snapshot(env["dir"] / "snapshots", "c", name)
+    job = jobs.create(
+        collection="copy",
+        kind=JobKind.RESTORE,
+        payload=[{"snapshot": str(path), "sha256": info.sha256, "into": "copy", "embedder": env["model"]}],
+    )
+    env["last"] = job.id
+    jobs.start(job.id)
+    status = run_job(job_id=job.id, jobs=jobs, collections=env["store"], embedders=env["embedders"])
+    assert status == JobStatus.CANCELLED, jobs.get(job.id).error
+    if when == "extracting":
+        assert len(reads) == 1  # stopped at the first heartbeat after the cancel, not at the end of the tar
+    assert not env["store"].exists("copy") and [p.name for p in (env["dir"] / "collections").iterdir()] == ["c"]
 
 
 def test_a_restore_needs_a_new_name_and_the_same_model(env: dict[str, Any], tmp_path: Path) -> None:

@@ -75,7 +75,12 @@ def test_a_manifest_of_another_format_is_refused(env: dict[str, Any], tmp_path: 
     for count in ("lots", -1, True):
         with pytest.raises(SnapshotInvalid, match="document count"):
             check_manifest({**manifest, "documents": count})
-    assert check_manifest({**manifest, "files": {**manifest["files"], "context/ctx.v1-a.npy": {"sha256": "0"}}})
+    for size in (None, -1, "12", True):  # a member's size bounds what its extraction may write
+        entry = {"sha256": "0"} if size is None else {"sha256": "0", "bytes": size}
+        with pytest.raises(SnapshotInvalid, match="no size"):
+            check_manifest({**manifest, "files": {**manifest["files"], "context/ctx.v1-a.npy": entry}})
+    listed = {"sha256": "0", "bytes": 12}
+    assert check_manifest({**manifest, "files": {**manifest["files"], "context/ctx.v1-a.npy": listed}})
 
 
 @pytest.mark.parametrize("at", ["write_info", "fsync_dir"], ids=["before-rename", "after-rename"])

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+import safetensors.numpy
 
 from models.registry import (
     BUILTIN_NAME,
@@ -22,12 +23,15 @@ from models.registry import (
     is_model_name,
 )
 
+# A safetensors file with no tensors: weights as far as the registry judges a folder (it reads their headers).
+NO_TENSORS = safetensors.numpy.save({})
 
-def _fake_model(root: Path, config: object, **files: str) -> Path:
+
+def _fake_model(root: Path, config: object, **files: str | bytes) -> Path:
     root.mkdir(parents=True)
     (root / "config.json").write_text(json.dumps(config))
-    for name, text in files.items():
-        (root / name).write_text(text)
+    for name, content in files.items():
+        (root / name).write_bytes(content.encode() if isinstance(content, str) else content)
     return root
 
 
@@ -49,14 +53,14 @@ def test_register_copies_the_whole_directory_and_records_it(tmp_path: Path, tiny
 
 def test_the_copy_follows_symlinks_and_leaves_checkpoints(tmp_path: Path) -> None:
     src = _fake_model(tmp_path / "out", {"model_type": "bert", "hidden_size": 8})
-    (tmp_path / "blob").write_text("weights")
+    (tmp_path / "blob").write_bytes(NO_TENSORS)
     (src / "model.safetensors").symlink_to(tmp_path / "blob")
     (src / "checkpoint-500").mkdir()
     (src / "checkpoint-500" / "big.bin").write_text("x")
     entry = ModelRegistry(tmp_path / "models").register("m", src)
     assert entry.path is not None
     weights = entry.path / "model.safetensors"
-    assert not weights.is_symlink() and weights.read_text() == "weights"
+    assert not weights.is_symlink() and weights.read_bytes() == NO_TENSORS
     assert not (entry.path / "checkpoint-500").exists()
 
 
@@ -67,7 +71,7 @@ def test_kind_dims_training_args_and_evals(tmp_path: Path) -> None:
         {"model_type": RERANKER_MODEL_TYPE},
         **{
             "training_args.json": json.dumps({"recipe_args": {"lr": 1}, "log_history": [1, 2, 3]}),
-            "model.safetensors": "weights",
+            "model.safetensors": NO_TENSORS,
         },
     )
     entry = reg.register("rr", rr)

@@ -4,6 +4,7 @@ list`) lists and `remove` deletes only a whole model (a config.json that is an o
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -36,3 +37,28 @@ def test_a_built_in_name_is_taken_not_malformed(tmp_path: Path, tiny_embedder_di
     assert "1-64 letters" in (name_refusal("a/b") or "") and name_refusal("ok.v2") is None
     with pytest.raises(ModelExists, match="built-in"):
         ModelRegistry(tmp_path / "models").register("sentence-transformers/all-MiniLM-L6-v2", tiny_embedder_dir)
+
+
+@pytest.mark.parametrize("where", ["model.safetensors", "query_encoder/model.safetensors"])
+def test_a_damaged_weights_file_is_refused_at_registration(tmp_path: Path, tiny_embedder_dir: Path, where: str) -> None:
+    """A truncated or damaged copy used to be registered and then fail the first request that loaded it (a 500)."""
+    src = tmp_path / "src"
+    shutil.copytree(tiny_embedder_dir, src)
+    (src / where).parent.mkdir(exist_ok=True)
+    (src / where).write_bytes(b"garbage")
+    reg = ModelRegistry(tmp_path / "models")
+    with pytest.raises(InvalidModelDir, match="not a readable safetensors file"):
+        reg.register("broken", src)
+    assert reg.names() == []
+
+
+def test_what_a_killed_register_or_remove_left_is_swept(tmp_path: Path, tiny_embedder_dir: Path) -> None:
+    reg = ModelRegistry(tmp_path / "models")
+    reg.register("kept", tiny_embedder_dir)
+    for leftover in (".tmp-0123abcd", ".removed-4567ef01"):  # a copy never renamed, a removal never deleted
+        shutil.copytree(tiny_embedder_dir, reg.root / leftover)
+    reg.register("second", tiny_embedder_dir)
+    assert sorted(p.name for p in reg.root.iterdir() if p.name != ".registry.lock") == ["kept", "second"]
+    shutil.copytree(tiny_embedder_dir, reg.root / ".tmp-89abcdef")
+    reg.remove("second")
+    assert sorted(p.name for p in reg.root.iterdir() if p.name != ".registry.lock") == ["kept"]

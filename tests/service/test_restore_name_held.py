@@ -1,6 +1,6 @@
 """A name a restore is making is held, and what a snapshot or restore job never made is not shown. An index
-request that would create a collection of that name while the restore is queued or running is refused (409),
-instead of the restore failing once its work is done."""
+request that would create a collection of that name, or an alias that would take it, while the restore is queued
+or running is refused (409), instead of the restore failing once its work is done."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from tests.service.conftest import running_app
 from tests.service.document_helpers import index
 
 
-def test_index_into_a_name_being_restored_is_409_until_the_restore_ends(
+def test_index_or_an_alias_into_a_name_being_restored_is_409_until_the_restore_ends(
     tmp_path: Path, tiny_embedder_dir: Path
 ) -> None:
     with running_app(tmp_path / "data", embedder=str(tiny_embedder_dir)) as (client, app):
@@ -22,6 +22,11 @@ def test_index_into_a_name_being_restored_is_409_until_the_restore_ends(
         assert r.status_code == 409 and r.json()["error"]["code"] == "conflict", r.text
         assert "restore" in r.json()["error"]["message"] and job.id in r.json()["error"]["message"]
         assert client.get("/collections/held").status_code == 404  # nothing was made
+        # An alias may not take the name either: the restore would fail at its end, its work lost.
+        index(client, "other", [{"id": "b", "text": "moon"}])
+        r = client.put("/aliases/held", json={"collection": "other"})
+        assert r.status_code == 409 and job.id in r.json()["error"]["message"], r.text
+        assert client.get("/aliases/held").status_code == 404
         jobs.request_cancel(job.id)  # a queued job is cancelled at once
         index(client, "held", [{"id": "a", "text": "tides"}])  # once the restore has ended, the name is free
         assert client.post("/collections/held/count").json()["count"] == 1

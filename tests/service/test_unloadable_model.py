@@ -45,3 +45,29 @@ def test_a_model_without_weights_is_a_422_and_a_failed_reindex_shows_no_path(
 )
 def test_job_errors_cut_absolute_paths(error: str, shown: str) -> None:
     assert shown in (without_paths(error) or "")
+
+
+def test_damaged_weights_are_a_422_and_a_model_forced_out_a_409_for_dense_search(
+    tmp_path: Path, tiny_embedder_dir: Path
+) -> None:
+    """Weights damaged after registration raised what the loader raises of its own (a SafetensorError, a 500);
+    a model removed with `vela models remove --force` made the dense and hybrid searches of its collections 500s."""
+    data = tmp_path / "data"
+    registry = ModelRegistry(data / "models")
+    damaged, kept = registry.register("damaged", tiny_embedder_dir), registry.register("kept", tiny_embedder_dir)
+    assert damaged.path is not None and kept.path is not None
+    (damaged.path / "model.safetensors").write_bytes(b"garbage")
+    with running_app(data, embedder=str(tiny_embedder_dir)) as (client, _):
+        r = client.post("/index", json={"collection": "new", "embedder": "damaged", "documents": [DOC]})
+        assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_model", r.text
+        r = client.post("/index", json={"collection": "c", "embedder": "kept", "documents": [DOC]})
+        assert wait_job(client, r.json()["job_id"])["status"] == "succeeded"
+    registry.remove("kept")  # what --force does once it has decided: the collection still names the folder
+    with running_app(data, embedder=str(tiny_embedder_dir)) as (client, _):  # a restart: nothing holds it loaded
+        assert client.get("/collections/c").json()["embedder"] == "unregistered"
+        for mode in ("dense", "hybrid"):
+            r = client.post("/search", json={"collection": "c", "query": "moon", "mode": mode})
+            assert r.status_code == 409 and r.json()["error"]["code"] == "model_unavailable", r.text
+            assert str(tmp_path) not in r.text
+        r = client.post("/search", json={"collection": "c", "query": "moon", "mode": "bm25"})
+        assert r.status_code == 200 and r.json()["hits"][0]["id"] == "d1"

@@ -13,7 +13,7 @@ from indexing.collection import CollectionNotFound
 from service.deps import State
 from service.errors import ApiError, parse_request_filter, shown
 from service.limits import check_response_size, check_search_work, float_size, json_size
-from service.model_registry import ModelKindMismatch, UnknownModelName, UnusableModel, request_model
+from service.model_registry import ModelKindMismatch, UnknownModelName, UnusableModel, public_model_name, request_model
 from service.recommend import DocumentsNotFound, recommend
 from service.rerank import NoReranker, Reranking, UnknownReranker, prepare_rerank
 from service.schemas import ErrorResponse
@@ -182,7 +182,16 @@ async def _run(state: AppState, opts: SearchOptions, queries: list[str]) -> list
     except CollectionNotFound as exc:
         raise ApiError(404, "collection_not_found", f"no collection named {shown(opts.collection)}") from exc
     node = parse_request_filter(opts.filter, coll.settings.schema)
-    embedder = state.query_encoders.get(coll.settings.embedder) if opts.mode != "bm25" else None
+    try:
+        embedder = state.query_encoders.get(coll.settings.embedder) if opts.mode != "bm25" else None
+    except (OSError, ValueError) as exc:  # its folder was removed (`vela models remove --force`) or damaged
+        name = public_model_name(settings=state.settings, stored=coll.settings.embedder)
+        raise ApiError(
+            409,
+            "model_unavailable",
+            f"the collection's model ({name}) does not load on this server ({type(exc).__name__}): bm25 searches "
+            "still work; register the model again (vela models add) or reindex the collection to another model",
+        ) from exc
     rerank: Reranking | None = None
     if opts.rerank is not None:
         try:  # looks the name up in the registry and loads the model on its first use: off the event loop
