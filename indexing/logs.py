@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import time
 
-_STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
+# Left out of the JSON: the record's own attributes, and uvicorn's `color_message` (the message again, with ANSI
+# colour codes for a terminal).
+_STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime", "color_message"}
 
 
 class JsonFormatter(logging.Formatter):
@@ -42,6 +45,12 @@ class StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
 
 
 def configure_logging(level: str = "INFO") -> None:
+    """JSON lines on stderr, for the server and the workers; also turns off the progress bars of the libraries
+    that load models (Hugging Face's, tqdm's), whose carriage-return lines would break one object per line."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # read when transformers is imported
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    if "transformers" in sys.modules:  # imported already: its switch is read no more
+        sys.modules["transformers"].utils.logging.disable_progress_bar()
     handler = StderrHandler()
     handler.setFormatter(JsonFormatter())
     root = logging.getLogger()

@@ -76,7 +76,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         _Wrap, factory=partial(limit_body, max_bytes=settings.max_request_bytes, timeout_s=settings.body_timeout_s)
     )
     app.add_middleware(_Wrap, factory=partial(require_key, keys=settings.api_key_set, public=public_paths(settings)))
-    app.add_middleware(_Wrap, factory=partial(request_guard, timeout_s=settings.request_timeout_s))
+    app.add_middleware(
+        _Wrap, factory=partial(request_guard, timeout_s=settings.request_timeout_s, access_log=settings.access_log)
+    )
     app.add_middleware(_Wrap, factory=partial(state.metrics.asgi, routes=lambda: app.routes))
     install_error_handlers(app)
     # The key dependency (security schemes in the OpenAPI document, 401 on each operation) only when keys are on,

@@ -10,6 +10,7 @@ import asyncio
 import hmac
 import logging
 import re
+import time
 import uuid
 from collections.abc import Iterable
 
@@ -21,6 +22,7 @@ from service.errors import REQUEST_ID, ApiError, error_response, internal_error
 from service.server import ABORT_CONNECTION, MAX_PARSED_URL, URI_TOO_LONG
 
 log = logging.getLogger("vela.service")
+access_log = logging.getLogger("vela.access")
 
 # A caller's own X-Request-ID is kept when it is short and plain (it ends up in logs and headers).
 _CLIENT_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
@@ -37,12 +39,14 @@ def request_guard(
     timeout_s: float,
     window_s: float = TRANSFER_WINDOW_S,
     min_bytes: int = TRANSFER_MIN_BYTES,
+    access_log: bool = False,
 ) -> ASGIApp:
     """Gives every request an id (the X-Request-ID response header, `request_id` of error bodies and error logs),
     a Server-Timing header (service/timing.py: the stages the request went through, in ms), a deadline (503
     `timeout` when it passes, or the connection closed when the response had begun) and turns any unhandled
     exception into a 500 in the error shape. A request still transferring at its deadline goes on while each
-    `window_s` moves `min_bytes` of body in or out."""
+    `window_s` moves `min_bytes` of body in or out. With `access_log`, each request ends with one log line
+    (`vela.access`: method, path, status, ms, request id; status 0 when no response was sent)."""
 
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -56,6 +60,8 @@ def request_guard(
         scope[timing.SCOPE_KEY] = timings  # for the metrics middleware outside this one (stage histograms)
         started = answered = False
         moved = 0  # body bytes received and sent
+        status = 0  # the response's, once it has started
+        began = time.perf_counter()
 
         async def receive_counted() -> Message:
             nonlocal moved
@@ -64,8 +70,10 @@ def request_guard(
             return message
 
         def tagged(message: Message) -> Message:
+            nonlocal status
             if message["type"] != "http.response.start":
                 return message
+            status = message["status"]
             own = (b"x-request-id", timing.HEADER)
             headers = [(k, v) for k, v in message.get("headers", []) if k.lower() not in own]
             extra = [(b"x-request-id", rid.encode()), (timing.HEADER, timing.finish(timings))]
@@ -88,6 +96,8 @@ def request_guard(
             try:
                 await error_response(414, "uri_too_long", message)(scope, receive, send_direct)
             finally:
+                if access_log:
+                    _log_access(scope, status, began, rid)
                 timing.end(timing_token)
                 REQUEST_ID.reset(token)
             return
@@ -126,10 +136,18 @@ def request_guard(
             if not task.done():  # past the deadline, or we were cancelled ourselves (client gone, shutdown)
                 task.cancel()
                 task.add_done_callback(_swallow)
+            if access_log:
+                _log_access(scope, status, began, rid)
             timing.end(timing_token)
             REQUEST_ID.reset(token)
 
     return middleware
+
+
+def _log_access(scope: Scope, status: int, began: float, rid: str) -> None:
+    ms = round((time.perf_counter() - began) * 1000, 2)
+    fields = {"method": scope.get("method"), "path": scope.get("path"), "status": status, "ms": ms, "request_id": rid}
+    access_log.info("request", extra=fields)
 
 
 def _swallow(task: asyncio.Future[None]) -> None:

@@ -82,6 +82,7 @@ class Settings(IndexingSettings):
     max_connections: int = Field(1024, ge=1, description="concurrent connections; more get 503 at once")
     protect_metrics: bool = Field(False, description="with API keys, /metrics needs a key too")
     protect_docs: bool = Field(False, description="with API keys, /docs, /redoc and /openapi.json need a key too")
+    access_log: bool = Field(False, description="one JSON log line per request: method, path, status, ms, id")
     bm25_method: str = Field(
         "lucene", pattern=r"^(lucene|okapi|robertson|atire|bm25l|bm25\+)$", description="BM25 variant (new collections)"
     )

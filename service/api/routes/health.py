@@ -41,9 +41,16 @@ def readyz(state: State) -> dict[str, object]:
 router.add_api_route("/readyz", readyz, methods=["HEAD"], include_in_schema=False)
 
 
-@metrics_router.get("/metrics", response_class=Response)
+@metrics_router.get(
+    "/metrics",
+    response_class=Response,
+    responses={200: {"description": "the exposition", "content": {"text/plain": {"schema": {"type": "string"}}}}},
+)
 def metrics(state: State) -> Response:
-    """Prometheus text format."""
+    """Prometheus text format (version 0.0.4)."""
     from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
     return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+metrics_router.add_api_route("/metrics", metrics, methods=["HEAD"], include_in_schema=False)
