@@ -44,15 +44,48 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", default=None, help="data directory (default VELA_DATA_DIR or ./.vela)")
 
 
+# The API's field names, said as this command's flags (a refusal names what the user typed).
+FLAGS = {
+    ("chunking", "max_tokens"): "--chunk-tokens",
+    ("chunking", "overlap"): "--chunk-overlap",
+    ("chunking",): "--chunk-tokens/--chunk-overlap",
+    ("gate", "tolerance"): "--gate-tolerance",
+    ("gate", "split"): "--gate-split",
+    ("gate", "dataset"): "--gate",
+    ("gate",): "--gate",
+}
+
+
+class BadOption(ValueError):
+    """An option the API's request schema refuses: the same bounds as POST /collections/{name}/reindex."""
+
+
 def options(args: argparse.Namespace) -> dict[str, Any]:
-    gate = None
+    """The reindex options, checked by the API's own request schema, so that a value the API refuses with a 422
+    is refused here before any job is recorded (it used to fail inside the job, or build a whole generation)."""
+    from pydantic import ValidationError
+
+    from service.reindex_schemas import ReindexRequest
+
+    if args.chunk_overlap is not None and args.chunk_tokens is None:
+        raise BadOption("--chunk-overlap goes with --chunk-tokens (the new chunking's tokens per passage)")
+    body: dict[str, Any] = {"embedder": args.embedder, "promote": args.promote, "reencode": args.reencode}
     if args.gate:
-        gate = {"dataset": args.gate, "split": args.gate_split, "mode": args.gate_mode}
-        gate["tolerance"] = args.gate_tolerance
-    chunking = None
+        body["gate"] = {
+            "dataset": args.gate,
+            "split": args.gate_split,
+            "mode": args.gate_mode,
+            "tolerance": args.gate_tolerance,
+        }
     if args.chunk_tokens is not None:
-        chunking = {"max_tokens": args.chunk_tokens, "overlap": args.chunk_overlap or 0}
-    return {"chunking": chunking, "promote": args.promote, "gate": gate, "reencode": args.reencode}
+        body["chunking"] = {"max_tokens": args.chunk_tokens, "overlap": args.chunk_overlap or 0}
+    try:
+        return ReindexRequest.model_validate(body).spec()
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = tuple(str(part) for part in error["loc"])
+        flag = FLAGS.get(where) or FLAGS.get(where[:1]) or "--" + "-".join(where)
+        raise BadOption(f"{flag}: {error['msg']}") from None
 
 
 def main(args: argparse.Namespace) -> int:
@@ -70,13 +103,17 @@ def main(args: argparse.Namespace) -> int:
         why = registered_only(args.embedder, flag="--embedder", registry=models_dir(data=args.data_dir))
         if why:
             return _fail(why, 2)
+        try:
+            checked = options(args)
+        except BadOption as exc:
+            return _fail(str(exc), 2)
     settings = Settings(data_dir=Path(args.data_dir)) if args.data_dir else Settings()
     state = build_state(settings)
     try:
         if args.resume:
             job = _job_to_resume(state, args.collection, args.resume)
         elif args.embedder:
-            spec = reindex_spec(state=state, collection=args.collection, embedder=args.embedder, options=options(args))
+            spec = reindex_spec(state=state, collection=args.collection, embedder=args.embedder, options=checked)
             job = state.jobs.create(
                 collection=spec["collection"], kind=JobKind.REINDEX, payload=[spec], running_in=WORKER
             )

@@ -30,7 +30,7 @@ from indexing.gen_switch import promote, retire, rollback, root_and_serving, swi
 from indexing.gen_sync import sync
 from indexing.jobs import TERMINAL, JobKind, JobNotFound, JobStatus, JobStore
 from indexing.store import CollectionStore
-from models import EmbedderCache
+from models import Embedder, EmbedderCache
 
 log = logging.getLogger("vela.reindex")
 CATCH_UP_PASSES = 3  # unlocked catch-ups before the final one, which holds the writers back
@@ -107,6 +107,32 @@ def _reindex(
     embedder = embedders.get(spec["embedder"])
     target = _begin(root, source, spec, job_id, embedder.dim, alive=job_alive(jobs))
     gen = gens.generation_of(target)
+
+    try:
+        return _build(job_id, spec, jobs, collections, embedders, on_progress, root, target, embedder)
+    except (JobCancelled, GateRefused):
+        raise  # each has dropped what it built where that was still there
+    except Exception:
+        # A failed build (a gate's judged set that cannot be read, a fault while encoding) names its generation no
+        # more: left "building", it kept the model it uses from being removed until another reindex replaced it.
+        _abandon(root, gen)
+        raise
+
+
+def _build(
+    job_id: str,
+    spec: dict[str, Any],
+    jobs: JobStore,
+    collections: CollectionStore,
+    embedders: EmbedderCache,
+    on_progress: Callable[[int, int], None] | None,
+    root: Path,
+    target: Collection,
+    embedder: Embedder,
+) -> dict[str, Any]:
+    """Build the generation `target` (sync and catch-up passes), gate it, and promote it or mark it ready."""
+    gen = gens.generation_of(target)
+    source = collections.get(spec["collection"])
 
     def stop() -> bool:
         return jobs.cancel_requested(job_id) or not root.exists()  # cancelled, or the collection deleted

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,11 @@ from indexing import generations as gens
 from indexing.store import CollectionStore
 from models.registry import ModelRegistry
 from tests.tiny_models import save_tiny_bert
+
+
+def _job_count(vela: Path) -> int:
+    with sqlite3.connect(vela / "jobs.sqlite3") as conn:
+        return int(conn.execute("SELECT count(*) FROM jobs").fetchone()[0])
 
 
 def _out(capsys: pytest.CaptureFixture[str]) -> dict:  # type: ignore[type-arg]
@@ -46,6 +52,24 @@ def test_reindex_promote_rollback_and_gate(
     assert main([*base, "--embedder", "../tiny2"]) == 2
     assert "--embedder: no registered model named '../tiny2' (`vela models list`" in capsys.readouterr().err
     assert main([*base, "--embedder", "tiny2", "--gate", "missing"]) == 2
+    capsys.readouterr()
+    # The API's bounds, refused before a job is recorded (they failed inside the job, or, for a tolerance of NaN,
+    # built a whole generation and then refused a better one).
+    jobs_before = _job_count(vela)
+    for extra, said in (
+        (["--chunk-tokens", "0"], "--chunk-tokens: Input should be greater than or equal to 16"),
+        (
+            ["--chunk-tokens", "64", "--chunk-overlap", "100"],
+            "--chunk-tokens/--chunk-overlap: Value error, chunking.overlap must be at most half",
+        ),
+        (["--chunk-overlap", "8"], "--chunk-overlap goes with --chunk-tokens"),
+        (["--gate", "missing", "--gate-tolerance", "nan"], "--gate-tolerance: Input should be a finite number"),
+        (["--gate", "missing", "--gate-tolerance", "2"], "--gate-tolerance: Input should be less than or equal to 1"),
+    ):
+        assert main([*base, "--embedder", "tiny2", *extra]) == 2, extra
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("vela reindex: " + said) and "\n" not in err, err
+    assert _job_count(vela) == jobs_before
 
     # Manual: built, then promoted on its own command.
     assert main([*base, "--embedder", "tiny2", "--promote", "manual"]) == 0

@@ -127,6 +127,24 @@ def test_a_reindex_stops_within_a_step_of_embedding_when_cancelled_or_deleted(
         assert not env["root"].exists()
 
 
+def test_a_reindex_that_fails_drops_what_it_built(
+    env: dict[str, Any], second_embedder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A build that raised (here its gate) left its generation named as building: on disk, and holding its model
+    against `vela models remove` until another reindex replaced it."""
+    from indexing import reindex
+
+    def unreadable(*args: Any, **kwargs: Any) -> Any:
+        raise ValueError("the gate's judged set has no query with judgements")
+
+    monkeypatch.setattr(reindex, "_gate", unreadable)
+    job_id = run_reindex(env, second_embedder, gate={"queries": {"q": "moon"}, "qrels": {"q": {"d1": 1}}})
+    job = env["jobs"].get(job_id)
+    assert job.status == JobStatus.FAILED and "no query with judgements" in (job.error or "")
+    assert gens.on_disk(env["root"]) == [0] and gens.read_pointer(env["root"]).building is None
+    assert gens.generation_of(env["store"].get("c")) == 0
+
+
 def _top1(coll: Any, emb: Any, queries: dict[str, str]) -> dict[str, dict[str, int]]:
     """Judgements that say each query's own top dense hit is the relevant one: that generation scores 1.0."""
     texts = list(queries.values())
