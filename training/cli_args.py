@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
+from training.arg_checks import check_finite, check_out_dir, check_training_ranges
 from training.checkpoints import CHECKPOINT_DEFAULTS, resolve_resume, wants_resume
 
 T = TypeVar("T")
@@ -205,6 +206,9 @@ def parse_dataclasses(
     ns = vars(namespace)
     fields = [{f.name for f in dataclasses.fields(t) if f.init} for t in types]
     try:
+        check_finite(ns)  # before the dataclasses' own range checks, which NaN slips through
+        check_training_ranges(ns)
+        check_out_dir(str(ns["output_dir"]))
         if any("batch_size" in names for names in fields):
             _one_batch_size(ns, given)
         parsed = tuple(t(**{name: ns[name] for name in names}) for t, names in zip(types, fields, strict=True))

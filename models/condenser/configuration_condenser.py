@@ -11,6 +11,19 @@ from transformers import AutoConfig, PreTrainedConfig
 from transformers.configuration_utils import SubConfigSpec
 
 
+def check_architecture(layers: int, *, early_layers: int, head_layers: int, backbone_mlm_weight: float) -> None:
+    """Whether a Condenser can be built on a backbone of `layers` layers (ValueError if not). A plain function, so
+    that `vela train condenser` refuses its flags from the backbone's config.json before anything loads."""
+    if layers < 2:
+        raise ValueError(f"a Condenser needs a backbone of at least 2 layers, got {layers}")
+    if not 0 <= early_layers < layers:
+        raise ValueError(f"early_layers must be in [1, {layers - 1}] (0: half), got {early_layers}")
+    if head_layers < 1:
+        raise ValueError(f"head_layers must be >= 1, got {head_layers}")
+    if not backbone_mlm_weight >= 0:
+        raise ValueError(f"backbone_mlm_weight must be >= 0, got {backbone_mlm_weight}")
+
+
 @strict
 class CondenserConfig(PreTrainedConfig):
     model_type = "vela_condenser"
@@ -27,15 +40,12 @@ class CondenserConfig(PreTrainedConfig):
     def validate_architecture(self) -> None:
         if self.backbone is None:
             return  # filled in before use; `resolved_early_layers` refuses to run without it
-        n = int(getattr(self.backbone, "num_hidden_layers", 0))
-        if n < 2:
-            raise ValueError(f"a Condenser needs a backbone of at least 2 layers, got {n}")
-        if not 0 <= self.early_layers < n:
-            raise ValueError(f"early_layers must be in [1, {n - 1}] (0: half), got {self.early_layers}")
-        if self.head_layers < 1:
-            raise ValueError(f"head_layers must be >= 1, got {self.head_layers}")
-        if self.backbone_mlm_weight < 0:
-            raise ValueError(f"backbone_mlm_weight must be >= 0, got {self.backbone_mlm_weight}")
+        check_architecture(
+            int(getattr(self.backbone, "num_hidden_layers", 0)),
+            early_layers=self.early_layers,
+            head_layers=self.head_layers,
+            backbone_mlm_weight=self.backbone_mlm_weight,
+        )
 
     @property
     def resolved_early_layers(self) -> int:

@@ -37,6 +37,20 @@ def infer_family(backbone: PreTrainedConfig | dict[str, Any]) -> str:
     return "encoder"
 
 
+def check_settings(*, family: str, pooling: str | None, max_length: int, head_dropout: float) -> None:
+    """ValueError for settings no reranker can score with. A plain function, so that `vela train reranker`
+    refuses its flags with it before the backbone loads (a config's own validator raises huggingface_hub's
+    validation error, which is no ValueError)."""
+    if family not in FAMILIES:
+        raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
+    if pooling not in POOLINGS:
+        raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+    if not 8 <= max_length <= 32768:
+        raise ValueError(f"max_length must be in [8, 32768], got {max_length}")
+    if not 0.0 <= head_dropout < 1.0:
+        raise ValueError(f"head_dropout must be in [0, 1), got {head_dropout}")
+
+
 @strict
 class RerankerConfig(PreTrainedConfig):
     r"""
@@ -65,14 +79,9 @@ class RerankerConfig(PreTrainedConfig):
 
     def validate_reranker(self) -> None:
         """Run by `@strict` after init: refuse a config that could not score anything sensibly."""
-        if self.family not in FAMILIES:
-            raise ValueError(f"family must be one of {FAMILIES}, got {self.family!r}")
-        if self.pooling not in POOLINGS:
-            raise ValueError(f"pooling must be one of {POOLINGS}, got {self.pooling!r}")
-        if not 8 <= self.max_length <= 32768:
-            raise ValueError(f"max_length must be in [8, 32768], got {self.max_length}")
-        if not 0.0 <= self.head_dropout < 1.0:
-            raise ValueError(f"head_dropout must be in [0, 1), got {self.head_dropout}")
+        check_settings(
+            family=self.family, pooling=self.pooling, max_length=self.max_length, head_dropout=self.head_dropout
+        )
 
     @property
     def hidden_size(self) -> int:
@@ -85,4 +94,4 @@ class RerankerConfig(PreTrainedConfig):
         return self.backbone.get_text_config(*args, **kwargs)
 
 
-__all__ = ["FAMILIES", "MODEL_TYPE", "POOLINGS", "RerankerConfig", "infer_family"]
+__all__ = ["FAMILIES", "MODEL_TYPE", "POOLINGS", "RerankerConfig", "check_settings", "infer_family"]

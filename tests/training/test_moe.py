@@ -196,7 +196,7 @@ def test_train_moe_cli_writes_a_matryoshka_moe_embedder_that_loads_in_one_call(d
     argv = [
         "--out", str(out), "--model", str(dense_dir), "--surrogate", str(dense_dir),
         "--pairs", f"mine:{write_topic_corpus(tmp_path / 'corpus')}", "--batch_size", "4", "--max_steps", "2",
-        "--doc_max_length", "32", "--logging_steps", "1", "--num_experts", "4", "--matryoshka_dims", "16", "256",
+        "--doc_max_length", "32", "--logging_steps", "1", "--num_experts", "4", "--matryoshka_dims", "16", "32",
         "--hard_negatives", "2", "--consistency_top_k", "5",
         "--grad_cache", "true", "--grad_cache_chunk", "3",
     ]  # fmt: skip

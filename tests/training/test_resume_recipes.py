@@ -18,6 +18,7 @@ from transformers import Trainer
 
 from cli.main import main as vela
 from models import EmbedderConfig
+from tests.cli.beir_data import write_beir
 from tests.reranker_fixtures import make_backbone
 from tests.tiny_models import save_tiny_bert
 from tests.training.test_revela import _documents, _write_jsonl, save_tiny_llama
@@ -184,7 +185,15 @@ def test_resume_with_nothing_to_resume_exits_2_with_one_line(
     name: str, tmp_path: Path, tiny_embedder_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "out"
-    required = {"condenser": ["--corpus", "c"], "revela": ["--lm", str(tiny_embedder_dir), "--corpus", "c"]}
+    lm = tmp_path / "lm"  # revela reads only the LM's config.json before the resume check (a causal LM)
+    lm.mkdir()
+    (lm / "config.json").write_text(json.dumps({"model_type": "llama", "max_position_embeddings": 512}))
+    beir = write_beir(tmp_path / "beir")  # the reranker's --data must hold its split's files
+    required = {
+        "condenser": ["--corpus", "c"],
+        "revela": ["--lm", str(lm), "--corpus", "c"],
+        "reranker": ["--data", str(beir), "--split", "test"],
+    }
     argv = ["train", name, "--out", str(out), *required.get(name, ["--data", "d"]), "--resume_from_checkpoint", "true"]
     with pytest.raises(SystemExit) as stop:
         vela(argv)

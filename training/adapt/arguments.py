@@ -96,6 +96,11 @@ class AdaptArguments:
     logging_steps: int = field(default=10)
 
     def __post_init__(self) -> None:
+        from training.arg_checks import check_finite
+
+        check_finite(vars(self))  # NaN passes every range check below
+        if any(not m > 0 for m in self.checkpoint_minutes):
+            raise ValueError(f"checkpoint_minutes must each be > 0, got {self.checkpoint_minutes}")
         if self.tower not in TOWERS:
             raise ValueError(f"tower must be one of {TOWERS}, got {self.tower!r}")
         if self.teacher_temperature <= 0 or self.temperature <= 0:

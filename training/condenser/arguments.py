@@ -38,6 +38,17 @@ class CondenserArguments:
             raise ValueError("eval_fraction must be in (0, 0.5)")
         if self.pooling not in ("", "mean", "cls", "last"):
             raise ValueError("pooling must be mean, cls or last (empty: keep the source model's)")
-        from training.arg_checks import check_model_dir
+        from models import resolve_model_dir
+        from models.condenser.configuration_condenser import check_architecture
+        from training.arg_checks import check_model_dir, fit_max_length, model_config
 
         check_model_dir("--model", self.model)
+        # The model's own check, run on its config.json now rather than after the tokenizer and corpus are read.
+        config = model_config(resolve_model_dir(self.model))
+        check_architecture(
+            int(config.get("num_hidden_layers", 0)),
+            early_layers=self.early_layers,
+            head_layers=self.head_layers,
+            backbone_mlm_weight=self.backbone_mlm_weight,
+        )
+        fit_max_length(self, "max_length", config, model_flag="--model", low=16)

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from training.console import log_to_console
 from training.run_record import write_training_record
 
 
@@ -29,7 +30,7 @@ def main(argv: Sequence[str]) -> int:
     from training.condenser.dataset import PassageDataset, chunk_corpora, split_held_out
     from training.condenser.trainer import CondenserTrainer, PassageMasker, held_out_mlm_loss
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    log_to_console()
     log = logging.getLogger("vela.train")
     cargs, targs = parse_recipe_args(
         CondenserArguments, argv, prog="vela train condenser", defaults=CONDENSER_TRAINING_DEFAULTS, resumable=True

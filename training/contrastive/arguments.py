@@ -48,7 +48,8 @@ class ContrastiveArguments:
     )
 
     def __post_init__(self) -> None:
-        from training.arg_checks import check_model_dir, check_pair_sources
+        from models import resolve_model_dir
+        from training.arg_checks import check_model_dir, check_pair_sources, fit_max_length, hidden_size, model_config
 
         check_pair_sources(self.pairs)
         if self.batching not in ("cluster", "random") or self.packing not in ("tsp", "random"):
@@ -61,8 +62,22 @@ class ContrastiveArguments:
             raise ValueError("hard_negatives and consistency_top_k must be >= 0")
         if not 0.0 < self.mining_margin <= 1.0:
             raise ValueError(f"mining_margin must be in (0, 1], got {self.mining_margin}")
-        if self.temperature <= 0:
+        if not self.temperature > 0:  # `not >`: NaN is refused too
             raise ValueError(f"temperature must be > 0, got {self.temperature}")
         if self.lora_r < 0 or self.max_pairs < 0:
             raise ValueError("lora_r and max_pairs must be >= 0")
         check_model_dir("--model", self.model)
+        if self.teacher and self.teacher != "bm25":  # refused even when no mining asks for it: a typo all the same
+            check_model_dir("--teacher", self.teacher)
+        config = model_config(resolve_model_dir(self.model))
+        fit_max_length(self, "query_max_length", config, model_flag="--model")
+        fit_max_length(self, "doc_max_length", config, model_flag="--model")
+        self.check_matryoshka_dims(hidden_size(config))
+
+    def check_matryoshka_dims(self, full: int | None) -> None:
+        """Each dim is a prefix of the embedding: 1 <= m <= its size (m = the size is the full one, always
+        trained). A dim past it would be dropped without a word."""
+        for m in self.matryoshka_dims:
+            if m < 1 or (full is not None and m > full):
+                size = f"the model's {full} dimensions" if full is not None else "the model's dimension"
+                raise ValueError(f"--matryoshka_dims {m}: each dim must be in [1, {size}]")

@@ -14,6 +14,7 @@ from typing import Any
 
 from training.checkpoints import CHECKPOINT_FLAGS, drop_checkpoints, remove_if_empty, resume_fits
 from training.cli_args import given_flag_names, parse_recipe_args
+from training.console import log_to_console
 
 
 def train_recipe(
@@ -25,7 +26,7 @@ def train_recipe(
     trainer_cls: type,
     save_weights: Callable[[Any, Path], None],
 ) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    log_to_console()
     cargs: Any
     cargs, targs = parse_recipe_args(args_cls, argv, prog=f"vela train {name}", resumable=True)
     out = Path(targs.output_dir)

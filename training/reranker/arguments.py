@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import torch
 from transformers import TrainingArguments
 
-from models.reranker.configuration_reranker import FAMILIES, POOLINGS
+from models.reranker.configuration_reranker import DEFAULT_POOLING, FAMILIES, POOLINGS, check_settings, infer_family
 
 PRECISIONS = ("auto", "fp32", "bf16")
 
@@ -42,9 +42,19 @@ class ModelArguments:
             raise ValueError(f"pooling must be one of {POOLINGS}, got {self.pooling!r}")
         if self.lora_r < 1:
             raise ValueError(f"lora_r must be >= 1, got {self.lora_r}")
-        from training.arg_checks import check_model_dir
+        if not 0.0 <= self.lora_dropout < 1.0:
+            raise ValueError(f"lora_dropout must be in [0, 1), got {self.lora_dropout}")
+        from models import resolve_model_dir
+        from training.arg_checks import check_model_dir, fit_max_length, model_config
 
         check_model_dir("--backbone", self.backbone)
+        # The reranker config's own checks, on the backbone's config.json: the config would refuse them only
+        # once the backbone has loaded.
+        config = model_config(resolve_model_dir(self.backbone))
+        family = self.family if self.family != "auto" else infer_family(config)
+        pooling = self.pooling or DEFAULT_POOLING.get(family, "cls")
+        check_settings(family=family, pooling=pooling, max_length=self.max_length, head_dropout=self.head_dropout)
+        fit_max_length(self, "max_length", config, model_flag="--backbone")
 
 
 @dataclass
@@ -67,6 +77,14 @@ class DataArguments:
     def __post_init__(self) -> None:
         if not self.data:
             raise ValueError("--data is required: a BEIR folder with corpus.jsonl, queries.jsonl, qrels/")
+        from pathlib import Path
+
+        # Read only after the backbone has loaded: a missing file must stop the run here.
+        root = Path(self.data).expanduser()
+        for name in ("corpus.jsonl", "queries.jsonl", f"qrels/{self.split}.tsv"):
+            if not (root / name).is_file():
+                what = f"the --split {self.split!r}" if name.startswith("qrels/") else "a BEIR folder"
+                raise ValueError(f"--data {self.data!r} has no {name} ({what} needs it)")
         if self.negatives < 1 or self.bm25_depth < self.negatives:
             raise ValueError(f"need 1 <= negatives <= bm25_depth, got {self.negatives}, {self.bm25_depth}")
         if self.dev_queries < 0:

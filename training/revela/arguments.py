@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
 from models.device import resolve_device
 
@@ -17,6 +18,22 @@ REPLUG_TRAINING_DEFAULTS = {**REVELA_TRAINING_DEFAULTS, "learning_rate": 5e-4}
 PAPER_LORA_RANK = 256
 METHODS = ("revela", "replug")
 DEFAULT_TEMPERATURE = {"revela": 1e-4, "replug": 1e-3}
+
+
+def check_causal_lm(path: str, config: dict[str, Any]) -> None:
+    """`--lm` is a causal LM (Llama, Qwen2, GPT-2, ...): an encoder (BERT) would load with an LM head, train,
+    and fail only when saved (its tied weights), after all the work. BERT-style models are in transformers'
+    causal-LM table too, so the masked-LM table tells them apart, as the reranker's family does."""
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+    )
+
+    kind = config.get("model_type")
+    if kind not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES or kind in MODEL_FOR_MASKED_LM_MAPPING_NAMES:
+        raise ValueError(
+            f"--lm {path!r} is a {kind or 'model of no model_type'}, not a causal LM (Llama, Qwen2 or GPT-2 family)"
+        )
 
 
 @dataclass
@@ -37,8 +54,8 @@ class RevelaArguments:
     )
     max_batches: int = field(default=0, metadata={"help": "train on a seeded sample of this many batches (0: all)"})
     max_docs: int = field(default=0, metadata={"help": "read at most this many documents per corpus (0: all)"})
-    max_minutes: float = field(
-        default=0.0, metadata={"help": "stop after this much training wall-clock time (0: no budget)"}
+    max_minutes: float | None = field(
+        default=None, metadata={"help": "stop after this much training wall-clock time, > 0 (unset: no budget)"}
     )
     sim_text: str = field(
         default="", metadata={"help": "query side of Sim: half (first half of the chunk) or full; empty: by text_kind"}
@@ -63,10 +80,15 @@ class RevelaArguments:
             raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
         if not self.lm or not self.corpus:
             raise ValueError("--lm (a local causal LM dir) and --corpus (repeatable) are required")
-        from training.arg_checks import check_local_model_dir, check_model_dir
+        from models import resolve_model_dir
+        from training.arg_checks import check_local_model_dir, check_model_dir, fit_max_length, model_config
 
         check_local_model_dir("--lm", self.lm)
         check_model_dir("--model", self.model)
+        lm_config = model_config(self.lm)
+        check_causal_lm(self.lm, lm_config)
+        fit_max_length(self, "max_length", model_config(resolve_model_dir(self.model)), model_flag="--model")
+        fit_max_length(self, "lm_max_length", lm_config, model_flag="--lm")
         if self.text_kind not in ("natural", "code"):
             raise ValueError("text_kind must be natural or code")
         self.sim_text = self.sim_text or ("half" if self.text_kind == "natural" else "full")
@@ -76,12 +98,12 @@ class RevelaArguments:
             raise ValueError("batch_size must be >= 3: each chunk needs at least two others to weigh")
         if self.chunk_words < 2 or not 0 < self.min_chunk_words <= self.chunk_words:
             raise ValueError("need 0 < min_chunk_words <= chunk_words")
-        if self.max_minutes < 0:
-            raise ValueError("max_minutes must be >= 0")
+        if self.max_minutes is not None and not self.max_minutes > 0:  # as `vela adapt`: 0 is no budget to train in
+            raise ValueError(f"max_minutes must be > 0 (leave it unset for no budget), got {self.max_minutes:g}")
         if self.pooling not in ("", "mean", "cls", "last"):
             raise ValueError("pooling must be mean, cls or last (empty: keep the retriever's)")
         self.temperature = self.temperature or DEFAULT_TEMPERATURE[self.method]
-        if self.temperature <= 0 or self.lm_temperature <= 0:
+        if not (self.temperature > 0 and self.lm_temperature > 0):  # `not >`: NaN is refused too
             raise ValueError("temperatures must be > 0")
         gpu = resolve_device(os.environ.get("VELA_DEVICE", "auto")) != "cpu"  # where `vela train` trains
         # The paper's rank on GPU; on CPU a small encoder / LM trains in full (cheaper than rank-256 adapters).

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from training.console import log_to_console
 from training.run_record import write_training_record
 
 
@@ -39,7 +40,7 @@ def main(argv: Sequence[str]) -> int:
     from training.cli_args import given_flag_names, parse_recipe_args
     from training.revela.arguments import REPLUG_TRAINING_DEFAULTS, REVELA_TRAINING_DEFAULTS, RevelaArguments
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    log_to_console()
     defaults = REPLUG_TRAINING_DEFAULTS if _method(argv) == "replug" else REVELA_TRAINING_DEFAULTS
     cargs, targs = parse_recipe_args(RevelaArguments, argv, prog="vela train revela", defaults=defaults, resumable=True)
     out = Path(targs.output_dir)
