@@ -18,6 +18,7 @@ import argparse
 import dataclasses
 import json
 import logging
+import math
 import os
 import shlex
 import sys
@@ -57,11 +58,15 @@ def _bool(s: str) -> bool:
 def main(args: argparse.Namespace) -> int:
     from cli.adapt_checks import BudgetSpent, resolve_student
     from cli.console import quiet_libraries
+    from cli.interrupts import terminate_as_interrupt
     from cli.models import check_register_name
     from training.adapt.arguments import AdaptArguments
 
     if args.data_dir:
         os.environ["VELA_DATA_DIR"] = str(Path(args.data_dir))
+    why = number_problem(args)
+    if why:
+        return _fail(why)
     try:
         aargs = AdaptArguments(**{f.name: getattr(args, f.name) for f in dataclasses.fields(AdaptArguments)})
     except ValueError as e:
@@ -74,6 +79,9 @@ def main(args: argparse.Namespace) -> int:
         student = resolve_student(aargs.student) if aargs.student else None
     except ValueError as e:
         return _fail(str(e))
+    # Read only after pseudo-queries are made: a missing file would otherwise cost the whole pseudo-labelling.
+    if aargs.queries and not Path(aargs.queries).is_file():
+        return _fail(f"--queries: no file {aargs.queries}")
     try:  # `cuda:N` becomes that GPU alone (CUDA_VISIBLE_DEVICES), for the encoders and the trainer alike
         from models.device import DeviceError, pin_visible_device, resolve_device
 
@@ -83,8 +91,8 @@ def main(args: argparse.Namespace) -> int:
         return _fail(str(e))
     command = _command(args, aargs)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    try:
-        with quiet_libraries():
+    try:  # SIGTERM as Ctrl-C: the work directory is removed either way (cli/main.py: "interrupted", 130)
+        with quiet_libraries(), terminate_as_interrupt():
             entry = adapt(args.collection, args.out, aargs, command=command, student=student)
     except LookupError as e:
         return _fail(str(e))
@@ -93,6 +101,26 @@ def main(args: argparse.Namespace) -> int:
         return 1
     print(json.dumps(entry))
     return 0
+
+
+def number_problem(args: argparse.Namespace) -> str | None:
+    """Why a numeric flag cannot run (None: they can). float() takes `nan` and `inf`, which every bound the
+    recipe checks lets through (`nan <= 0` is false): `--max_minutes nan` would train with no time limit."""
+    from training.adapt.arguments import AdaptArguments
+
+    for f in dataclasses.fields(AdaptArguments):
+        value = getattr(args, f.name)
+        numbers = value if isinstance(value, list) else [value]
+        if isinstance(_default(f), float) or isinstance(value, list):
+            bad = [v for v in numbers if not math.isfinite(v)]
+            if bad:
+                return f"--{f.name}: must be a finite number, got {bad[0]}"
+    if any(m <= 0 for m in args.checkpoint_minutes):
+        return f"--checkpoint_minutes: minutes of training must be > 0, got {min(args.checkpoint_minutes):g}"
+    # 0 is "no cap"; a negative cap fails only when the pseudo-queries are sampled, after the labelling.
+    if args.max_queries < 0:
+        return f"--max_queries: must be >= 1 (0: no cap), got {args.max_queries}"
+    return None
 
 
 def _command(args: argparse.Namespace, aargs: Any) -> str:
@@ -125,7 +153,7 @@ def _fail(message: str) -> int:
 def adapt(collection: str, name: str, aargs: Any, *, command: str, student: str | None = None) -> dict[str, Any]:
     """Pseudo-queries, pseudo-labels, training, registration; the registry entry (public fields). `student`: the
     model to train, as `resolve_student` gives it (default: the collection's embedder)."""
-    from cli.adapt_checks import fresh_work_dir, settle_work_dir, training_minutes
+    from cli.adapt_checks import fresh_work_dir, settle_work_dir, student_width_problem, training_minutes
     from cli.adapt_queries import bare_candidates, candidates, logged_queries, pseudo_queries
     from cli.models import models_dir
     from indexing.collection import CollectionNotFound
@@ -146,6 +174,10 @@ def adapt(collection: str, name: str, aargs: Any, *, command: str, student: str 
     fanout = state.collections.fanout
     if aargs.tower == "query" and embedder.contextual:
         raise LookupError(f"collection {collection!r} has a contextual embedder: adapt it with --tower both")
+    if student and aargs.tower == "query":  # before pseudo-labelling: the vectors it trains against are fixed
+        why = student_width_problem(student, collection, coll.settings.dim)
+        if why:
+            raise LookupError(why)
     pqs = pseudo_queries(coll, aargs) + logged_queries(aargs.queries)  # cli/adapt_queries.py
     model = student or str(coll.settings.embedder)
     if aargs.tower == "query":

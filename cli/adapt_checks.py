@@ -47,6 +47,22 @@ def _refusal(name: str, why: str) -> ValueError:
     return ValueError(f"--student: {name!r} {why}")
 
 
+def student_width_problem(student: str, collection: str, dims: int) -> str | None:
+    """Why `student` cannot train the query side of a collection of `dims`-d vectors (None: it can, or its
+    config does not say). The query tower trains against the collection's document vectors as they are, so a
+    student of another width fails at its first step, after the whole pseudo-labelling; its config.json tells
+    up front (its hidden size: the vectors' width, models/model_folder.py)."""
+    from cli.models import model_dims
+
+    width = model_dims(student)
+    if width is None or width == dims:
+        return None
+    return (
+        f"--student: {width}-d vectors, but collection {collection!r} holds {dims}-d vectors: --tower query trains "
+        f"against them, so the student must make {dims}-d vectors (or train both sides: --tower both)"
+    )
+
+
 def training_minutes(max_minutes: float, prep_s: float) -> float:
     """What is left of the budget for training once pseudo-labels are made (`prep_s`) and saving is set aside.
 
@@ -70,20 +86,79 @@ def training_minutes(max_minutes: float, prep_s: float) -> float:
 @contextmanager
 def fresh_work_dir(adapt_root: Path, name: str) -> Iterator[Path]:
     """A new, empty folder for this run to train in, beside `adapt_root / name` (hidden); removed if the block
-    raises (an interrupt too), so a failed run leaves nothing. A finished run moves it to `adapt_root / name`
-    with `settle_work_dir`.
+    raises (an interrupt too, and SIGTERM, which `vela adapt` turns into one), so a failed run leaves nothing. A
+    finished run moves it to `adapt_root / name` with `settle_work_dir`.
 
     A run never trains in a folder an earlier run left: the name's model may have been removed and the name
     adapted again, and a file of the earlier run (its `query_encoder/`, say) would be registered with the new
-    model though nothing in it names that file."""
+    model though nothing in it names that file.
+
+    While the run lives it holds a lock on `<folder>.lock`; a killed run (SIGKILL, a power cut) cannot remove its
+    folder, so every run first removes the folders whose lock nobody holds (`sweep_dead_runs`)."""
     adapt_root.mkdir(parents=True, exist_ok=True)
-    work = adapt_root / f".{name}.run-{uuid.uuid4().hex[:12]}"
-    work.mkdir()
+    sweep_dead_runs(adapt_root)
+    while True:  # a sweep running beside this one may take a lock file the moment it is made: another name
+        work = adapt_root / f".{name}.run-{uuid.uuid4().hex[:12]}"
+        lock = work.with_name(work.name + LOCK_SUFFIX)
+        fd = _try_lock(lock)
+        if fd is not None and _still_there(fd, lock):
+            break
+        if fd is not None:
+            os.close(fd)
     try:
-        yield work
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
+        work.mkdir()  # after the lock: a sweep never sees this folder unlocked
+        try:
+            yield work
+        except BaseException:
+            shutil.rmtree(work, ignore_errors=True)
+            raise
+    finally:
+        lock.unlink(missing_ok=True)  # before the lock is let go: a sweep then has nothing to take
+        os.close(fd)
+
+
+LOCK_SUFFIX = ".lock"
+
+
+def sweep_dead_runs(adapt_root: Path) -> list[Path]:
+    """Remove the work folders of runs that died without cleaning up (their lock is free), and their lock files;
+    the folders removed. A folder without a lock file (an older version's) is left: nothing tells it is dead."""
+    removed = []
+    for lock in sorted(adapt_root.glob(f".*.run-*{LOCK_SUFFIX}")):
+        fd = _try_lock(lock)
+        if fd is None:
+            continue  # its run is alive
+        try:
+            work = lock.with_name(lock.name[: -len(LOCK_SUFFIX)])
+            if work.is_dir():
+                shutil.rmtree(work, ignore_errors=True)
+                removed.append(work)
+            lock.unlink(missing_ok=True)
+        finally:
+            os.close(fd)
+    return removed
+
+
+def _still_there(fd: int, path: Path) -> bool:
+    """Whether `path` is still the file `fd` opened (a sweep unlinks the lock files it takes)."""
+    try:
+        return os.path.samestat(os.fstat(fd), os.stat(path))
+    except FileNotFoundError:
+        return False
+
+
+def _try_lock(path: Path) -> int | None:
+    """An open descriptor holding an exclusive lock on `path` (created if missing), or None where another open
+    holds it. The kernel lets the lock go when its process dies, however it dies."""
+    import fcntl
+
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
 
 
 def settle_work_dir(work: Path, final: Path) -> Path:

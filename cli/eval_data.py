@@ -30,6 +30,10 @@ def load_eval_data(data: Path, split: str, query_ids: Path | None, settings: Any
     qrels = read_qrels(data, split)
     queries = read_queries(data)
     qids = [q for q in qrels if q in queries]
+    if not qids:  # nothing to score: the whole corpus would be ingested for a table of NaN
+        where = f"{data}/qrels/{split}.tsv"
+        why = "judges no query" if not qrels else f"judges {len(qrels)} queries, none of them in queries.jsonl"
+        raise ValueError(f"--split: {where} {why}: nothing to score")
     if query_ids is not None:  # a subset, e.g. a reranker's held-out dev queries (training's dev_queries.txt)
         wanted = read_query_ids(query_ids)
         qids = [q for q in qids if q in wanted]
@@ -74,6 +78,29 @@ def dataset_problem(data: Path, split: str) -> str | None:
         splits = sorted(p.stem for p in (data / "qrels").glob("*.tsv")) if (data / "qrels").is_dir() else []
         return f"--split: {data} has no qrels/{split}.tsv (splits there: {', '.join(splits) or 'none'})"
     return None
+
+
+def query_set(qids: list[str]) -> str:
+    """A digest of the scored queries (order aside), kept in the results JSON: a baseline scored on another set
+    (another --query-ids file, or none) is told apart from this one's."""
+    return hashlib.sha1("\n".join(sorted(qids)).encode()).hexdigest()[:16]
+
+
+def other_queries(baseline: Path, qids: list[str], query_ids: Path | None) -> str | None:
+    """Why a results JSON baseline was scored on other queries of the same dataset and split than `qids` (None:
+    the same, or not a results JSON): its `query_set`, or where an older file has none, its count of queries."""
+    if baseline.suffix != ".json" or not baseline.is_file():
+        return None
+    result = json.loads(baseline.read_text())  # readable: check_baseline has read it
+    theirs, count = result.get("query_set"), result.get("queries")
+    if theirs == query_set(qids) or (theirs is None and (not isinstance(count, int) or count == len(qids))):
+        return None
+    subset = f"--query-ids {result['query_ids']}" if result.get("query_ids") else "all of them"
+    ours = f"--query-ids {query_ids}" if query_ids is not None else "all of them"
+    return (
+        f"{baseline} scored {count} queries ({subset}), this evaluation {len(qids)} ({ours}): "
+        "its figures are not comparable"
+    )
 
 
 def other_dataset(baseline: Path, data: Path, split: str) -> str | None:

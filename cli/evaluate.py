@@ -15,11 +15,20 @@ from typing import Any, cast
 
 import numpy as np
 
-from cli.eval_data import EvalData, collection_name, dataset_problem, load_eval_data, other_dataset, pick_models
+from cli.eval_data import (
+    EvalData,
+    collection_name,
+    dataset_problem,
+    load_eval_data,
+    other_dataset,
+    other_queries,
+    pick_models,
+    query_set,
+)
 from cli.eval_report import EvalDetail, NamedRun, check_baseline, load_baselines, write_report
 from cli.eval_report import write_run_files as write_trec_runs
 from cli.eval_runs import MemoScores, ingest_dataset, search_mode, time_queries, what_ran
-from cli.model_names import ModelRefused
+from cli.model_names import ModelChoice, ModelRefused
 from models.reranker import CrossEncoder
 from service.documents import get_or_create_collection
 from service.rerank import prepare_rerank
@@ -151,6 +160,7 @@ def evaluate(
         "documents": stats["documents"],
         "passages": stats["passages"],
         "queries": len(qids),
+        "query_set": query_set(qids),  # a baseline must have scored the same queries (cli/eval_data.py)
         "split": split,
         **({"query_ids": str(query_ids)} if query_ids is not None else {}),
         "embedder": emb_choice.given,  # as named: a machine-local cache path would say nothing elsewhere
@@ -198,7 +208,8 @@ def main(args: argparse.Namespace) -> int:
     data, query_ids = Path(args.data), Path(args.query_ids) if args.query_ids else None
     settings = Settings() if args.precision is None else Settings(precision=args.precision)
     try:
-        pick_models(args.embedder, args.rerank, settings)
+        emb, _ = pick_models(args.embedder, args.rerank, settings)
+        why = why or dim_problem(args.dim, emb)
     except ModelRefused as e:
         why = why or str(e)
     if why:  # before hours of ingest, not after
@@ -209,6 +220,11 @@ def main(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"vela eval: {e}", file=sys.stderr)
         return 2
+    for b in args.baseline or []:  # the queries are known once the files are read, still before the ingest
+        why = other_queries(Path(b), loaded.qids, query_ids)
+        if why:
+            print(f"vela eval: --baseline: {why}", file=sys.stderr)
+            return 2
     weights = tuple(float(w) for w in args.rerank_weight.split(","))  # refused() checked them
     baselines = [Path(b) for b in args.baseline or []]
     detail = EvalDetail(qrels={}, queries={})
@@ -253,6 +269,17 @@ def main(args: argparse.Namespace) -> int:
         page = write_report(Path(args.report), result=result, detail=detail, baselines=series, measures=MEASURES)
         print(f"report: {page}")
     return status
+
+
+def dim_problem(dim: str, emb: ModelChoice) -> str | None:
+    """Why `--dim` cannot be searched with the embedder (None: it can, or its config does not say): a 256-d index
+    of a narrower model is its full vectors under another name, and the results would say "dim 256"."""
+    from cli.models import model_dims
+
+    width = model_dims(emb.load)
+    if dim == "full" or width is None or width >= int(dim):
+        return None
+    return f"--dim {dim}: embedder {emb.given!r} makes {width}-d vectors: use --dim full"
 
 
 def refused(args: argparse.Namespace) -> str | None:

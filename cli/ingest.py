@@ -101,6 +101,7 @@ def main(args: argparse.Namespace) -> int:
     from indexing.merger import wait_background
     from indexing.shards import ShardedCollection
     from service.documents import get_or_create_collection
+    from service.model_registry import public_model_name
     from service.settings import Settings
     from service.state import build_state
 
@@ -139,11 +140,17 @@ def main(args: argparse.Namespace) -> int:
         print(f"vela ingest: {e}", file=sys.stderr)
         return 2
     if args.embedder and coll.settings.embedder != str(state.embedders.resolve(embedder.load)):
-        print(f"error: collection {args.collection!r} uses embedder {coll.settings.embedder!r}", file=sys.stderr)
+        # By the name a request or a flag would use: the folder it is stored as is the server's business.
+        used = public_model_name(settings=settings, stored=coll.settings.embedder)
+        print(
+            f"vela ingest: --embedder: collection {args.collection!r} uses embedder {used!r}, not {args.embedder!r}",
+            file=sys.stderr,
+        )
         return 2
     if args.ray and not isinstance(coll, ShardedCollection):
         print(
-            f"--ray needs a sharded collection: {args.collection!r} has 1 shard (create it with --shards N)",
+            f"vela ingest: --ray needs a sharded collection: {args.collection!r} has 1 shard (create it with "
+            "--shards N)",
             file=sys.stderr,
         )
         return 2

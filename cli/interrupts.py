@@ -6,6 +6,8 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import FrameType, TracebackType
 from typing import Any
 
@@ -34,3 +36,22 @@ class GracefulStop:
     def __exit__(self, *_: type[BaseException] | BaseException | TracebackType | None) -> None:
         for sig, handler in self._before.items():
             signal.signal(sig, handler)
+
+
+@contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """While entered (main thread only), SIGTERM raises KeyboardInterrupt as Ctrl-C does, for work that has no safe
+    point to stop at but cleans up on an interrupt: by default SIGTERM (systemd, docker stop, `timeout`) ends the
+    process at once and no `finally` runs. The handler that was there before comes back on exit."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _raise(_signum: int, _frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    before = signal.signal(signal.SIGTERM, _raise)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)

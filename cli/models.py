@@ -30,6 +30,21 @@ def models_dir(given: str | None = None, *, data: str | None = None) -> Path:
     return data_dir(data) / "models"
 
 
+def model_dims(load: str) -> int | None:
+    """The width of the vectors an embedder makes, from its config.json, without loading it (`load`: a built-in
+    name or a folder, as cli/model_names.py resolves them); None where its config does not say."""
+    from models.model_dirs import packaged_minilm_dir
+    from models.model_folder import dims_of
+    from models.registry import BUILTIN_NAMES
+
+    try:
+        folder = packaged_minilm_dir() if load in BUILTIN_NAMES else Path(load)
+        config = json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError):
+        return None  # loading it says what is wrong with it
+    return dims_of(config) if isinstance(config, dict) else None
+
+
 def add_parser(sub: Any) -> None:
     """The `models` subcommand and its own subcommands, on `vela`'s subparsers."""
     models = sub.add_parser("models", help="the model registry: the names requests may use (VELA_MODELS_DIR)")
@@ -88,13 +103,31 @@ def _list(args: argparse.Namespace) -> int:
     entries = _registry(args).entries()
     if args.json:
         rows = [{**e.public(), "path": str(e.path) if e.path else None, "source": e.source} for e in entries]
-        print(json.dumps(rows, indent=2))
-        return 0
+        return _write(json.dumps(rows, indent=2) + "\n")
     import time
 
+    lines = []
     for e in entries:
         added = time.strftime("%Y-%m-%d %H:%M", time.localtime(e.created_at)) if e.created_at else "built in"
-        print(f"{e.name:<24} {e.kind:<9} {e.dims or '-':>5}  {added:<16} {e.source or ''}")
+        lines.append(f"{e.name:<24} {e.kind:<9} {e.dims or '-':>5}  {added:<16} {e.source or ''}\n")
+    return _write("".join(lines))
+
+
+SIGPIPE_STATUS = 128 + 13  # what a shell reports for a tool that SIGPIPE ended, as `ls | head` ends `ls`
+
+
+def _write(text: str) -> int:
+    """Print `text`; where the reader has gone (`vela models list | head`), end quietly as standard tools do.
+    Python ignores SIGPIPE, so the write raises instead, and cli/main.py would print it as an error."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # What is still buffered cannot be written either: stdout goes to /dev/null, so the flush at exit is quiet.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return SIGPIPE_STATUS
     return 0
 
 
