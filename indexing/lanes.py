@@ -4,6 +4,7 @@ once, beside them (a reindex's new generation catches up with them), instead of 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from indexing.jobs import LONG_KINDS, JobNotFound, JobStore
@@ -50,5 +51,9 @@ class LaneQueue:
         self.generations.join()
 
     def stop(self, timeout: float = 30.0) -> None:
-        self.writes.stop(timeout)
-        self.generations.stop(timeout)
+        """Both lanes stop after their running job, within one `timeout` in all (not one each)."""
+        deadline = time.monotonic() + timeout
+        for lane in (self.writes, self.generations):
+            lane.request_stop()
+        for lane in (self.writes, self.generations):
+            lane.wait_stopped(max(0.0, deadline - time.monotonic()))

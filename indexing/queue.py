@@ -44,6 +44,7 @@ class InProcessQueue:
         self._run = run
         self._queue: queue.Queue[str | None] = queue.Queue()
         self._thread = threading.Thread(target=self._loop, name="vela-ingest", daemon=True)
+        self._stopping = threading.Event()
 
     def start(self) -> None:
         for job_id in self.jobs.unfinished():
@@ -58,14 +59,23 @@ class InProcessQueue:
         self._queue.join()
 
     def stop(self, timeout: float = 30.0) -> None:
+        self.request_stop()
+        self.wait_stopped(timeout)
+
+    def request_stop(self) -> None:
+        """Stop after the job that runs now. Jobs still queued are not started: they stay queued in the job store
+        and run after the restart (a shutdown used to run the whole backlog first, with the port already closed)."""
+        self._stopping.set()
         self._queue.put(None)
+
+    def wait_stopped(self, timeout: float) -> None:
         self._thread.join(timeout)
 
     def _loop(self) -> None:
         while True:
             job_id = self._queue.get()
             try:
-                if job_id is None:
+                if job_id is None or self._stopping.is_set():
                     return
                 self._run(job_id)
             except Exception:

@@ -17,13 +17,14 @@ from tests.cli.test_adapt import ingest
 FLAGS = ["--max_minutes", "0.1", "--batch_size", "4", "--depth", "8", "--bf16", "false"]
 
 
-@pytest.fixture
-def vela(tmp_path: Path, tiny_embedder_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+@pytest.fixture(name="vela")
+def vela_fixture(tmp_path: Path, tiny_embedder_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A data directory with the collection `notes` of the tiny model (test_adapt_inputs.py uses it too)."""
     monkeypatch.delenv("VELA_MODELS_DIR", raising=False)
     return ingest(tmp_path, tiny_embedder_dir)
 
 
-def _no_pseudo_labelling(monkeypatch: pytest.MonkeyPatch) -> None:
+def no_pseudo_labelling(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*_: Any) -> None:
         raise AssertionError("pseudo-labelling started")
 
@@ -36,7 +37,7 @@ def test_a_bad_student_is_refused_before_any_work(
     from tests.reranker_fixtures import make_reranker
 
     ModelRegistry(vela / "models").register("rr1", make_reranker("bert", tmp_path / "rr1"))
-    _no_pseudo_labelling(monkeypatch)
+    no_pseudo_labelling(monkeypatch)
     capsys.readouterr()
     cases = {
         "rr1": "--student: 'rr1' is a reranker, not an embedder",

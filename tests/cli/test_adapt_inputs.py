@@ -17,21 +17,7 @@ import pytest
 
 from cli.main import main
 from models.registry import ModelRegistry
-from tests.cli.test_adapt import ingest
-from tests.cli.test_adapt_checks import FLAGS
-
-
-@pytest.fixture
-def vela(tmp_path: Path, tiny_embedder_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.delenv("VELA_MODELS_DIR", raising=False)
-    return ingest(tmp_path, tiny_embedder_dir)
-
-
-def _no_pseudo_labelling(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refuse(*_: Any) -> None:
-        raise AssertionError("pseudo-labelling started")
-
-    monkeypatch.setattr("cli.adapt_queries.pseudo_queries", refuse)
+from tests.cli.test_adapt_checks import FLAGS, no_pseudo_labelling, vela_fixture  # noqa: F401  the fixture `vela`
 
 
 def _refused(vela: Path, capsys: pytest.CaptureFixture[str], *flags: str) -> str:
@@ -61,7 +47,7 @@ def _refused(vela: Path, capsys: pytest.CaptureFixture[str], *flags: str) -> str
 def test_a_bad_number_or_file_is_refused_before_any_work(
     vela: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, flags: list[str], said: str
 ) -> None:
-    _no_pseudo_labelling(monkeypatch)
+    no_pseudo_labelling(monkeypatch)
     assert _refused(vela, capsys, *flags).startswith(f"vela adapt: {said}")
     assert not (vela / "adapt").exists()
 
@@ -78,7 +64,7 @@ def test_a_student_of_another_width_is_refused_before_pseudo_labelling(
     wide = shutil.copytree(tiny_embedder_dir, tmp_path / "wide")
     config = json.loads((wide / "config.json").read_text())
     (wide / "config.json").write_text(json.dumps({**config, "hidden_size": 48}))
-    _no_pseudo_labelling(monkeypatch)
+    no_pseudo_labelling(monkeypatch)
     err = _refused(vela, capsys, "--student", str(wide))
     assert err.startswith("vela adapt: --student: 48-d vectors, but collection 'notes' holds 32-d vectors"), err
     assert "384-d vectors" in _refused(vela, capsys, "--student", "default")

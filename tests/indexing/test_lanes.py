@@ -33,3 +33,34 @@ def test_a_write_runs_while_a_long_job_runs(tmp_path: Path, long_kind: JobKind) 
     finally:
         release.set()
         queue.stop()
+
+
+def test_a_stop_waits_for_the_running_jobs_only_and_leaves_the_backlog_queued(tmp_path: Path) -> None:
+    """A shutdown ran every queued write first (its port already closed), then waited on each lane in turn. Now
+    each lane finishes the job it runs; the jobs behind it stay queued in the store and run after the restart."""
+    jobs = JobStore(tmp_path / "jobs.sqlite3")
+    started, release, ran = threading.Event(), threading.Event(), []
+    running = jobs.create(collection="notes", kind=JobKind.UPSERT, payload=[])
+    backlog = [jobs.create(collection="notes", kind=JobKind.UPSERT, payload=[]) for _ in range(3)]
+
+    def run(job_id: str) -> None:
+        ran.append(job_id)
+        if job_id == running.id:
+            started.set()
+            assert release.wait(60)
+
+    queue = LaneQueue(jobs, run)
+    queue.start()
+    queue.submit(running.id)
+    for job in backlog:
+        queue.submit(job.id)
+    assert started.wait(30)
+    threading.Timer(0.2, release.set).start()  # the running job ends while stop() waits for it
+    queue.stop(timeout=30)
+    assert ran == [running.id]
+    assert {j.id for j in backlog} <= set(jobs.unfinished())  # still to run (the fake runner finishes nothing)
+    again = LaneQueue(jobs, run)  # the restart: the backlog runs
+    again.start()
+    again.join()
+    again.stop()
+    assert set(ran[1:]) >= {j.id for j in backlog}

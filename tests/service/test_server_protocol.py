@@ -38,16 +38,21 @@ def test_without_httptools_there_is_no_httptools_protocol(monkeypatch: pytest.Mo
     assert _httptools_protocol() is None
 
 
+def _get_raw(client: Any, target: bytes) -> bytes:
+    """The whole answer to a GET of `target`, sent over a socket of its own: httpx refuses URLs this long."""
+    with socket.create_connection((client.base_url.host, client.base_url.port or 80), timeout=30) as sock:
+        sock.sendall(b"GET " + target + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    return data
+
+
 def test_a_query_string_past_64_kib_reaches_the_app(tmp_path: Path) -> None:
     """httptools' URL parser stops at 64 KiB: the protocol splits the target itself, so a long filter gets the
     API's answer (as with h11), not a bare 400."""
     with running_server(tmp_path) as client:
-        target = b"/collections/c/documents?filter=" + b"a" * 70_000
-        with socket.create_connection((client.base_url.host, client.base_url.port or 80), timeout=30) as sock:
-            sock.sendall(b"GET " + target + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            data = b""
-            while chunk := sock.recv(65536):
-                data += chunk
+        data = _get_raw(client, b"/collections/c/documents?filter=" + b"a" * 70_000)
     head, _, body = data.partition(b"\r\n\r\n")
     assert head.split(b" ")[1] in (b"404", b"422") and json.loads(body)["error"]["code"], data[:300]
 
@@ -62,11 +67,7 @@ def test_a_path_past_64_kib_is_414_in_the_error_shape(
         monkeypatch.setattr(server_mod, "_httptools_protocol", lambda: None)
     with running_server(tmp_path) as client:
         for target in (b"/" + b"a" * 70_000, b"/collections/" + b"a" * 70_000 + b"?k=1"):  # past what httpx sends
-            with socket.create_connection((client.base_url.host, client.base_url.port or 80), timeout=30) as sock:
-                sock.sendall(b"GET " + target + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-                data = b""
-                while chunk := sock.recv(65536):
-                    data += chunk
+            data = _get_raw(client, target)
             head, _, body = data.partition(b"\r\n\r\n")
             error = json.loads(body)["error"]
             assert head.split(b" ")[1] == b"414" and error["code"] == "uri_too_long", data[:300]
