@@ -12,6 +12,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from indexing.job_schema import init_schema
 from indexing.job_types import (
     GENERATION_KINDS,
     LONG_KINDS,
@@ -41,43 +42,19 @@ __all__ = [
     "without_paths",
 ]
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS jobs (
-    id TEXT PRIMARY KEY,
-    collection TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    status TEXT NOT NULL,
-    done INTEGER NOT NULL DEFAULT 0,
-    total INTEGER NOT NULL,
-    error TEXT,
-    payload TEXT,
-    cancel_requested INTEGER NOT NULL DEFAULT 0,
-    attempts INTEGER NOT NULL DEFAULT 0,
-    created_at REAL NOT NULL,
-    started_at REAL,
-    finished_at REAL,
-    worker TEXT,
-    result TEXT
-);
-CREATE INDEX IF NOT EXISTS jobs_status ON jobs(status);
-"""
-
-
-def _init_schema(conn: sqlite3.Connection) -> None:
-    conn.executescript(SCHEMA)
-    columns = {row[1] for row in conn.execute("PRAGMA table_info(jobs)")}
-    if "worker" not in columns:  # a jobs table from before workers had names
-        conn.execute("ALTER TABLE jobs ADD COLUMN worker TEXT")
-    if "result" not in columns:  # a jobs table from before jobs reported results
-        conn.execute("ALTER TABLE jobs ADD COLUMN result TEXT")
+PURGE_EVERY_S = 600.0  # how often, at most, a process deletes the finished jobs past the retention
 
 
 class JobStore:
-    def __init__(self, path: Path) -> None:
+    """`retention_s`: finished jobs older than this are deleted (None: kept for ever); see `purge_finished`."""
+
+    def __init__(self, path: Path, retention_s: float | None = None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
+        self.retention_s = retention_s
         self._local = threading.local()
-        init_sqlite(path, _init_schema)
+        self._next_purge = 0.0  # monotonic time: a purge at most every PURGE_EVERY_S per process
+        init_sqlite(path, init_schema)
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -91,7 +68,28 @@ class JobStore:
         no server's runner then takes it for one a crash left behind)."""
         job_id = uuid.uuid4().hex
         self._conn().execute(*self._insert(job_id, collection, kind, payload, running_in))
+        self._purge_now_and_then()
         return self.get(job_id)
+
+    def purge_finished(self, older_than_s: float) -> int:
+        """Delete the jobs that ended (succeeded, failed, cancelled) more than `older_than_s` seconds ago; how
+        many. Unfinished jobs are never deleted, however old. The freed pages are reused by new jobs, so the file
+        stops growing once jobs end as fast as they come."""
+        cutoff = time.time() - older_than_s
+        marks = ",".join("?" * len(TERMINAL))
+        cursor = self._conn().execute(
+            f"DELETE FROM jobs WHERE status IN ({marks}) AND finished_at < ?",
+            (*(s.value for s in TERMINAL), cutoff),
+        )
+        return cursor.rowcount
+
+    def _purge_now_and_then(self) -> None:
+        """Retention runs where jobs are made, at most once every PURGE_EVERY_S in a process: a job store grows
+        only by its writes, and a server that takes none has nothing to purge."""
+        if self.retention_s is None or time.monotonic() < self._next_purge:
+            return
+        self._next_purge = time.monotonic() + PURGE_EVERY_S
+        self.purge_finished(self.retention_s)
 
     def create_unless_unfinished(
         self, *, collection: str, kind: JobKind, payload: list[Any], kinds: frozenset[JobKind]

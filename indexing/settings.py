@@ -44,6 +44,9 @@ class IndexingSettings(BaseSettings):
     worker_nice: int = Field(10, ge=0, le=19, description="`vela worker` runs at this lower CPU priority")
     worker_threads: int = Field(0, ge=0, description="torch threads of `vela worker` (0: torch's default)")
     claim_idle_s: float = Field(60.0, gt=0, description="a job silent this long is taken over by another worker")
+    jobs_retention_days: float = Field(
+        7.0, ge=0, allow_inf_nan=False, description="finished jobs older than this are deleted (0: kept for ever)"
+    )
     context_refresh_fraction: float = Field(
         0.5,
         gt=0,
@@ -64,6 +67,9 @@ class IndexingSettings(BaseSettings):
     ray_shard_cpus: float = Field(1.0, gt=0, description="logical CPUs each shard search actor reserves")
     ray_encoder_actors: int = Field(0, ge=0, description="Ray Data encoder actors (0: one per GPU, else per node)")
     ray_encoder_cpus: float = Field(1.0, gt=0, description="logical CPUs each Ray Data encoder actor reserves")
+
+    def jobs_retention_s(self) -> float | None:
+        return self.jobs_retention_days * 86_400 if self.jobs_retention_days > 0 else None
 
     def ray_ingest(self) -> RayIngestOptions | None:
         """None without VELA_RAY_ADDRESS: every job then runs in this process."""

@@ -54,7 +54,7 @@ def main(*, name: str | None = None) -> int:
         torch.set_num_threads(settings.worker_threads)
     data_dir = settings.data_dir.expanduser().resolve()
     collections = CollectionStore(data_dir)
-    jobs = JobStore(data_dir / "jobs.sqlite3")
+    jobs = JobStore(data_dir / "jobs.sqlite3", retention_s=settings.jobs_retention_s())
     embedders = EmbedderCache(device=device, precision=precision)
     try:
         embedders.get(settings.embedder)

@@ -46,7 +46,7 @@ def build_state(settings: Settings) -> AppState:
     gpu_index.configure(device, settings.gpu_min_passages)
     data_dir = settings.data_dir.expanduser().resolve()
     collections = CollectionStore(data_dir)
-    jobs = JobStore(data_dir / "jobs.sqlite3")
+    jobs = JobStore(data_dir / "jobs.sqlite3", retention_s=settings.jobs_retention_s())
     embedders = EmbedderCache(device=device, precision=precision, encoder=settings.encoder)
 
     def run(job_id: str) -> object:
