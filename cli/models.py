@@ -34,15 +34,13 @@ def model_dims(load: str) -> int | None:
     """The width of the vectors an embedder makes, from its config.json, without loading it (`load`: a built-in
     name or a folder, as cli/model_names.py resolves them); None where its config does not say."""
     from models.model_dirs import packaged_minilm_dir
-    from models.model_folder import dims_of
+    from models.model_folder import InvalidModelDir, dims_of, read_config
     from models.registry import BUILTIN_NAMES
 
     try:
-        folder = packaged_minilm_dir() if load in BUILTIN_NAMES else Path(load)
-        config = json.loads((folder / "config.json").read_text())
-    except (OSError, ValueError):
+        return dims_of(read_config(packaged_minilm_dir() if load in BUILTIN_NAMES else Path(load)))
+    except InvalidModelDir:
         return None  # loading it says what is wrong with it
-    return dims_of(config) if isinstance(config, dict) else None
 
 
 def add_parser(sub: Any) -> None:

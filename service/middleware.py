@@ -90,20 +90,14 @@ def request_guard(
             await send(tagged(message))
             moved += len(message.get("body", b""))
 
+        handler = app
         too_long = URI_TOO_LONG in scope.get("extensions", {}) or len(scope.get("raw_path") or b"") > MAX_PARSED_URL
         if too_long:  # no route has a path that long (service/server.py; h11 reads one, httptools does not)
             message = f"the request path passes {MAX_PARSED_URL} bytes: send large values in a body or the query"
-            try:
-                await error_response(414, "uri_too_long", message)(scope, receive, send_direct)
-            finally:
-                if access_log:
-                    _log_access(scope, status, began, rid)
-                timing.end(timing_token)
-                REQUEST_ID.reset(token)
-            return
+            handler = error_response(414, "uri_too_long", message)
         # The handler runs as its own task so that the deadline can answer while it still runs: a search in the
         # thread pool cannot be interrupted, and cancelling it waits for the thread anyway.
-        task = asyncio.ensure_future(app(scope, receive_counted, send_from_app))
+        task = asyncio.ensure_future(handler(scope, receive_counted, send_from_app))
         try:
             done, _ = await asyncio.wait({task}, timeout=max(timeout_s - window_s, 0.0))
             if not done:  # the deadline's last window: what moved in it decides whether a transfer goes on

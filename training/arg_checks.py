@@ -4,7 +4,6 @@ before any data is read, with a message that names the flag the user typed."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -91,12 +90,13 @@ def check_out_dir(out: str) -> None:
 
 def model_config(path: str | Path) -> dict[str, Any]:
     """The config.json of a model folder as a dict ({} when there is none or it does not parse): what can be
-    judged of a model without loading it."""
+    judged of a model without loading it (read as the registry reads it, models/model_folder.py)."""
+    from models.model_folder import InvalidModelDir, read_config
+
     try:
-        data = json.loads((Path(path).expanduser() / "config.json").read_text())
-    except (OSError, ValueError):
+        return read_config(Path(path).expanduser())
+    except InvalidModelDir:
         return {}
-    return data if isinstance(data, dict) else {}
 
 
 # The models' names for one setting: BERT-style first, then GPT-2's.
