@@ -111,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     onnx = sub.add_parser(
         "export-onnx", help="export an embedder to ONNX (int8 by default) as a new embedder directory"
     )
-    onnx.add_argument("model", help="'default' or a local model directory")
+    onnx.add_argument("model", help="a registered embedder's name, 'default', or a model folder")
     onnx.add_argument("--out", required=True, help="directory of the exported embedder")
     onnx.add_argument("--no-quantize", action="store_true", help="keep fp32 weights (no dynamic int8 quantization)")
     onnx.set_defaults(func=_export_onnx)
@@ -210,9 +210,15 @@ def _adapt(args: argparse.Namespace) -> int:
 
 
 def _export_onnx(args: argparse.Namespace) -> int:
+    from cli.model_names import ModelRefused, resolve_model
     from models.onnx_export import export
 
-    print(export(args.model, args.out, quantize=not args.no_quantize))
+    try:  # the same names as eval, ingest and adapt take, refused in the same words before any work
+        choice = resolve_model(args.model, kind="embedder", flag="MODEL")
+    except ModelRefused as e:
+        print(f"vela export-onnx: {e}", file=sys.stderr)
+        return 2
+    print(export(choice.load, args.out, quantize=not args.no_quantize))
     return 0
 
 

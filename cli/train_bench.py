@@ -110,5 +110,6 @@ def run_train(args: argparse.Namespace) -> int:
 def run_bench(args: argparse.Namespace) -> int:
     module = importlib.import_module(BENCHES[args.name][0])
     sys.argv = [f"vela bench {args.name}", *args.args]  # what the JSON records as its command
-    module.main(args.args)
-    return 0
+    status = module.main(args.args)
+    # A bench's main returns None (it raises on failure) or its exit status; any other value (a result dict) is 0.
+    return status if isinstance(status, int) and not isinstance(status, bool) else 0

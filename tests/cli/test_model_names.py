@@ -1,5 +1,5 @@
 """One way to name a model on the command line: `vela eval --embedder/--rerank`, `vela ingest --embedder` and
-`vela adapt --student` take a registered name, a built-in name or a model folder, resolved alike, and refuse the
+`vela adapt --student` and `vela export-onnx MODEL` take a registered name, a built-in name or a model folder, resolved alike, and refuse the
 same things in the same one line (exit 2, nothing made); `vela reindex --embedder` takes registered names and tells
 a folder how to become one."""
 
@@ -43,10 +43,11 @@ def _command(cmd: str, model: str, tmp_path: Path, vela: Path) -> list[str]:
         "ingest --embedder": ["ingest", "--data", data, "--collection", "c", "--data-dir", str(vela), "--embedder"]
         + [model],
         "adapt --student": ["adapt", "c", "--out", "new1", "--data-dir", str(vela), "--student", model],
+        "export-onnx MODEL": ["export-onnx", model, "--out", str(tmp_path / "work" / "onnx")],
     }[cmd]
 
 
-EMBEDDER_FLAGS = ["eval --embedder", "ingest --embedder", "adapt --student"]
+EMBEDDER_FLAGS = ["eval --embedder", "ingest --embedder", "adapt --student", "export-onnx MODEL"]
 
 
 @pytest.mark.parametrize("cmd", [*EMBEDDER_FLAGS, "eval --rerank"])
@@ -95,6 +96,13 @@ def test_a_registered_name_and_a_folder_resolve_alike(
     capsys.readouterr()
     assert main([*base, "--collection", "named", "--embedder", "default"]) == 2
     assert "uses embedder" in capsys.readouterr().err
+
+
+def test_export_onnx_takes_a_registered_name(vela: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "tiny-onnx"
+    assert main(["export-onnx", "tiny", "--out", str(out), "--no-quantize"]) == 0
+    assert capsys.readouterr().out.strip() == str(out.resolve())
+    assert json.loads((out / "vela_embedder.json").read_text())["backend"] == "onnx"
 
 
 def test_eval_takes_registered_names_and_records_them(
