@@ -14,9 +14,7 @@ from cli.main import main
 
 
 @pytest.mark.parametrize(("returned", "status"), [(None, 0), (0, 0), (3, 3), ({"p50_ms": 1.0}, 0), (True, 0)])
-def test_the_command_exits_with_the_bench_status(
-    returned: Any, status: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_command_exits_with_the_bench_status(returned: Any, status: int, monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[list[str]] = []
 
     def bench_main(argv: list[str]) -> Any:

@@ -1,7 +1,7 @@
-"""One way to name a model on the command line: `vela eval --embedder/--rerank`, `vela ingest --embedder` and
-`vela adapt --student` and `vela export-onnx MODEL` take a registered name, a built-in name or a model folder, resolved alike, and refuse the
-same things in the same one line (exit 2, nothing made); `vela reindex --embedder` takes registered names and tells
-a folder how to become one."""
+"""One way to name a model on the command line: `vela eval --embedder/--rerank`, `vela ingest --embedder`,
+`vela adapt --student` and `vela export-onnx MODEL` take a registered name, a built-in name or a model folder,
+resolved alike, and refuse the same things in the same one line (exit 2, nothing made); `vela reindex --embedder`
+takes registered names and tells a folder how to become one."""
 
 from __future__ import annotations
 
