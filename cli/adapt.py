@@ -18,7 +18,6 @@ import argparse
 import dataclasses
 import json
 import logging
-import math
 import os
 import shlex
 import sys
@@ -64,10 +63,7 @@ def main(args: argparse.Namespace) -> int:
 
     if args.data_dir:
         os.environ["VELA_DATA_DIR"] = str(Path(args.data_dir))
-    why = number_problem(args)
-    if why:
-        return _fail(why)
-    try:
+    try:  # AdaptArguments checks every number (finite, in range) before any work
         aargs = AdaptArguments(**{f.name: getattr(args, f.name) for f in dataclasses.fields(AdaptArguments)})
     except ValueError as e:
         return _fail(str(e))
@@ -101,26 +97,6 @@ def main(args: argparse.Namespace) -> int:
         return 1
     print(json.dumps(entry))
     return 0
-
-
-def number_problem(args: argparse.Namespace) -> str | None:
-    """Why a numeric flag cannot run (None: they can). float() takes `nan` and `inf`, which every bound the
-    recipe checks lets through (`nan <= 0` is false): `--max_minutes nan` would train with no time limit."""
-    from training.adapt.arguments import AdaptArguments
-
-    for f in dataclasses.fields(AdaptArguments):
-        value = getattr(args, f.name)
-        numbers = value if isinstance(value, list) else [value]
-        if isinstance(_default(f), float) or isinstance(value, list):
-            bad = [v for v in numbers if not math.isfinite(v)]
-            if bad:
-                return f"--{f.name}: must be a finite number, got {bad[0]}"
-    if any(m <= 0 for m in args.checkpoint_minutes):
-        return f"--checkpoint_minutes: minutes of training must be > 0, got {min(args.checkpoint_minutes):g}"
-    # 0 is "no cap"; a negative cap fails only when the pseudo-queries are sampled, after the labelling.
-    if args.max_queries < 0:
-        return f"--max_queries: must be >= 1 (0: no cap), got {args.max_queries}"
-    return None
 
 
 def _command(args: argparse.Namespace, aargs: Any) -> str:

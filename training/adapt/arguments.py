@@ -98,9 +98,14 @@ class AdaptArguments:
     def __post_init__(self) -> None:
         from training.arg_checks import check_finite
 
+        # The one check of these numbers, for `vela adapt` and programmatic use (the bench) alike; messages name the
+        # flag, since the command line prints them as they are.
         check_finite(vars(self))  # NaN passes every range check below
-        if any(not m > 0 for m in self.checkpoint_minutes):
-            raise ValueError(f"checkpoint_minutes must each be > 0, got {self.checkpoint_minutes}")
+        bad = [m for m in self.checkpoint_minutes if not m > 0]
+        if bad:
+            raise ValueError(f"--checkpoint_minutes must each be > 0 (minutes of training), got {bad[0]:g}")
+        if self.max_queries < 0:  # 0 is "no cap"; a negative cap would fail only after the pseudo-labelling
+            raise ValueError(f"--max_queries must be >= 1 (0: no cap), got {self.max_queries}")
         if self.tower not in TOWERS:
             raise ValueError(f"tower must be one of {TOWERS}, got {self.tower!r}")
         if self.teacher_temperature <= 0 or self.temperature <= 0:
