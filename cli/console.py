@@ -18,10 +18,11 @@ from typing import Any
 
 from tqdm import tqdm
 
+# Loggers that speak at INFO about their own start-up: one list, the training console's (training may not import cli).
+from training.console import CHATTY_LOGGERS
+
 # The job runner's logger: it logs a failed job with its traceback, for servers' logs (indexing/ingest.py).
 JOB_LOGGER = "vela.ingest"
-# Loggers that speak at INFO about their own start-up (faiss lists every CPU build it could not load).
-CHATTY_LOGGERS = ("faiss", "faiss.loader")
 
 
 class DocumentBar:

@@ -1,13 +1,14 @@
 """What `vela train` logs on the console: the recipes' own progress at INFO, the libraries' start-up chatter not.
 
 faiss logs at INFO every CPU build it could not load ("Could not load library with AVX512 support ...") when a
-recipe first imports it; the other commands hide it the same way (cli/console.py, which training may not import).
+recipe first imports it; the other commands hide the same loggers (cli/console.py reads CHATTY_LOGGERS from here).
 """
 
 from __future__ import annotations
 
 import logging
 
+# Loggers that speak at INFO about their own start-up (faiss lists every CPU build it could not load).
 CHATTY_LOGGERS = ("faiss", "faiss.loader")
 
 
