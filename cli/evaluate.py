@@ -7,7 +7,6 @@ import dataclasses
 import json
 import shlex
 import sys
-import tempfile
 import time
 from functools import partial
 from pathlib import Path
@@ -18,17 +17,16 @@ import numpy as np
 from cli.eval_data import (
     EvalData,
     collection_name,
-    dataset_problem,
     load_eval_data,
-    other_dataset,
     other_queries,
     pick_models,
     query_set,
 )
-from cli.eval_report import EvalDetail, NamedRun, check_baseline, load_baselines, write_report
+from cli.eval_flags import dim_problem, modes_of, refused
+from cli.eval_report import EvalDetail, NamedRun, load_baselines, write_report
 from cli.eval_report import write_run_files as write_trec_runs
 from cli.eval_runs import MemoScores, ingest_dataset, search_mode, time_queries, what_ran
-from cli.model_names import ModelChoice, ModelRefused
+from cli.model_names import ModelRefused
 from models.reranker import CrossEncoder
 from service.documents import get_or_create_collection
 from service.rerank import prepare_rerank
@@ -185,24 +183,6 @@ def print_table(result: dict[str, Any]) -> None:
         print(f"{mode:<8}" + "".join(f"{m[n]:>12.4f}" for n in names))
 
 
-def unwritable(path: Path, *, folder: bool, flag: str) -> str | None:
-    """Why nothing can be written at `path` (a folder, or a file's folder), found by writing a probe file in
-    the nearest folder that exists (nothing is created)."""
-    where = path if folder else path.parent
-    while not where.exists() and where != where.parent:
-        where = where.parent
-    if not where.is_dir():
-        return f"{flag}: {where} is not a folder"
-    if not folder and path.is_dir():
-        return f"{flag}: {path} is a folder: name a file"
-    try:
-        with tempfile.TemporaryFile(dir=where):
-            pass
-    except OSError as e:
-        return f"{flag}: cannot write in {where}: {e.strerror or e}"
-    return None
-
-
 def main(args: argparse.Namespace) -> int:
     why = refused(args)
     data, query_ids = Path(args.data), Path(args.query_ids) if args.query_ids else None
@@ -230,7 +210,7 @@ def main(args: argparse.Namespace) -> int:
     detail = EvalDetail(qrels={}, queries={})
     result = evaluate(
         data=data,
-        modes=_modes(args),
+        modes=modes_of(args),
         dim=args.dim,
         embedder=args.embedder,
         split=args.split,
@@ -269,48 +249,3 @@ def main(args: argparse.Namespace) -> int:
         page = write_report(Path(args.report), result=result, detail=detail, baselines=series, measures=MEASURES)
         print(f"report: {page}")
     return status
-
-
-def dim_problem(dim: str, emb: ModelChoice) -> str | None:
-    """Why `--dim` cannot be searched with the embedder (None: it can, or its config does not say): a 256-d index
-    of a narrower model is its full vectors under another name, and the results would say "dim 256"."""
-    from cli.models import model_dims
-
-    width = model_dims(emb.load)
-    if dim == "full" or width is None or width >= int(dim):
-        return None
-    return f"--dim {dim}: embedder {emb.given!r} makes {width}-d vectors: use --dim full"
-
-
-def refused(args: argparse.Namespace) -> str | None:
-    """Why the flags cannot run (None: they can), found before anything is read or created."""
-    modes = _modes(args)
-    bad = [m for m in modes if m not in ("bm25", "dense", "hybrid")]
-    if bad or not modes:
-        return f"--modes: {'unknown ' + str(bad) if bad else 'none given'}: use bm25, dense, hybrid"
-    why = dataset_problem(Path(args.data), args.split)
-    for flag, out, folder in (("--json", args.json_out, False), ("--run-dir", args.run_dir, True)):
-        why = why or (out and unwritable(Path(out), folder=folder, flag=flag))
-    why = why or (args.report and unwritable(Path(args.report), folder=True, flag="--report"))
-    if why:
-        return why
-    try:
-        weights = tuple(float(w) for w in args.rerank_weight.split(","))
-    except ValueError:
-        weights = ()
-    if not weights or not all(0.0 <= w <= 1.0 for w in weights):
-        return f"--rerank-weight: numbers within [0, 1], comma-separated; got {args.rerank_weight!r}"
-    if args.query_ids and not Path(args.query_ids).is_file():
-        return f"--query-ids: no file {args.query_ids}"
-    baselines = [Path(b) for b in args.baseline or []]
-    if baselines and not args.report:
-        return "--baseline: only the report (--report DIR) shows baselines"
-    for b in baselines:
-        why = check_baseline(b) or other_dataset(b, Path(args.data), args.split)
-        if why:
-            return f"--baseline: {why}"
-    return None
-
-
-def _modes(args: argparse.Namespace) -> list[str]:
-    return [m.strip() for m in args.modes.split(",") if m.strip()]
