@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 import service.api.routes.search as search_routes
+import service.response_size as response_size
 from service.errors import ApiError
 from service.rerank import RerankOutcome
 from service.search import Hit, SearchResult
@@ -109,17 +110,17 @@ def test_the_estimate_is_the_body_size_or_just_above(batch: bool) -> None:
     results = _varied()
     if batch:
         body = BatchSearchResponse(results=[_reference(r) for r in results], took_ms=2.5).model_dump_json()
-        slack = search_routes.TOOK_MS_BYTES - len("2.5")  # the batch's took_ms is not known to the estimate
+        slack = response_size.TOOK_MS_BYTES - len("2.5")  # the batch's took_ms is not known to the estimate
     else:
         body, slack = _reference(results[0]).model_dump_json(), 0
         results = results[:1]
-    assert search_routes.estimated_size(results, batch=batch) == len(body.encode()) + slack
+    assert response_size.estimated_size(results, batch=batch) == len(body.encode()) + slack
 
 
 def test_a_float_with_a_small_exponent_makes_the_estimate_a_byte_longer_never_shorter() -> None:
     result = SearchResult(hits=[_hit("a", 1, {"f": 1e-7}, score=2.5e-9, rerank_score=-1e-5)], took_ms=1e-6)
     size = len(_reference(result).model_dump_json().encode())
-    assert size < search_routes.estimated_size([result], batch=False) <= size + 4
+    assert size < response_size.estimated_size([result], batch=False) <= size + 4
 
 
 # --- within the limit: the same body -----------------------------------------------------------------------------
