@@ -101,7 +101,7 @@ def main(args: argparse.Namespace) -> int:
     from indexing.merger import wait_background
     from indexing.shards import ShardedCollection
     from service.documents import get_or_create_collection
-    from service.model_registry import public_model_name
+    from service.model_registry import UNREGISTERED, public_model_name
     from service.settings import Settings
     from service.state import build_state
 
@@ -184,7 +184,11 @@ def main(args: argparse.Namespace) -> int:
             return 130
     wait_background()  # merges and the fusion choice the job made due: not cut short by this process's end
     final = state.jobs.get(job.id)
-    print(json.dumps({"job_id": job.id, "status": str(status), "error": final.error, "stats": coll.stats()}, indent=2))
+    # The model by the name requests use (as GET /collections shows it), not the packaged default's folder inside
+    # the Python environment; a folder the operator gave (no name reaches it) is shown as that folder.
+    shown = public_model_name(settings=settings, stored=coll.settings.embedder)
+    stats = {**coll.stats(), "embedder": coll.settings.embedder if shown == UNREGISTERED else shown}
+    print(json.dumps({"job_id": job.id, "status": str(status), "error": final.error, "stats": stats}, indent=2))
     if status == JobStatus.CANCELLED and stop.requested:
         print(f"vela ingest: stopped at {final.done} of {final.total} documents: {AGAIN}", file=sys.stderr)
         return 130

@@ -13,6 +13,7 @@ from indexing.bm25 import BM25Params
 from indexing.chunking import ChunkingParams
 from indexing.dense import DenseIndexParams
 from indexing.filters import FIELD_TYPES
+from models.model_dirs import on_this_install
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 SETTINGS_FILE = "collection.json"
@@ -68,7 +69,7 @@ class CollectionSettings:
     def from_json(cls, d: dict[str, Any]) -> CollectionSettings:
         return cls(
             name=d["name"],
-            embedder=d["embedder"],
+            embedder=on_this_install(d["embedder"]),  # the packaged default of another install is this one's
             dim=int(d["dim"]),
             small_dim=int(d["small_dim"]),
             chunking=ChunkingParams(**d["chunking"]),

@@ -30,6 +30,24 @@ def packaged_minilm_dir() -> Path:
     return Path(spec.origin).parent / "model"
 
 
+def on_this_install(stored: str) -> str:
+    """A model folder a collection recorded, as this install reaches it. The packaged MiniLM's folder lies inside
+    the Python environment (site-packages), so a rebuilt `.venv`, a moved checkout, another Python or a container
+    that mounts the data directory has it at another path: a recorded folder that is no longer there and ends as
+    the packaged folder does is this install's packaged folder (the same weights, from the same pinned package).
+    Anything else is returned as it is."""
+    path = Path(stored)
+    if not path.is_absolute():
+        return stored
+    try:
+        here = packaged_minilm_dir()
+    except FileNotFoundError:
+        return stored
+    if path == here or path.parts[-2:] != here.parts[-2:] or path.is_dir():
+        return stored
+    return str(here)
+
+
 def resolve_torch_dir(name: str | os.PathLike[str]) -> Path:
     """An alias of the packaged default (its torch weights) or a local Hugging Face model directory."""
     if str(name) in DEFAULT_ALIASES or str(name) in TORCH_ALIASES:

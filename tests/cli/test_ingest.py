@@ -28,6 +28,7 @@ def test_ingest_jsonl_into_a_sharded_collection(
     assert main([*base, "--collection", "notes", "--shards", "2"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["status"] == "succeeded" and printed["stats"]["shards"] == 2
+    assert printed["stats"]["embedder"] == str(tiny_embedder_dir.resolve())  # a folder given: shown as that folder
     job = JobStore(vela / "jobs.sqlite3").get(printed["job_id"])
     assert (job.status, job.done, job.total) == ("succeeded", 25, 25)
     coll = CollectionStore(vela).get("notes")
@@ -179,3 +180,11 @@ def test_a_bad_collection_name_or_shape_is_one_line_and_status_2(
     assert main([*args, "--collection", "c", "--shards", "3"]) == 2
     (said,) = [line for line in capsys.readouterr().err.splitlines() if line.startswith("vela ingest: ")]
     assert "2 shard" in said
+
+
+def test_the_default_model_is_shown_by_its_name(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Not as the packaged folder inside the Python environment, which another install has elsewhere."""
+    data = tmp_path / "docs.jsonl"
+    data.write_text(json.dumps({"id": "d", "text": "tides and the moon"}))
+    assert main(["ingest", "--data", str(data), "--data-dir", str(tmp_path / "vela"), "--collection", "c"]) == 0
+    assert json.loads(capsys.readouterr().out)["stats"]["embedder"] == "default"
