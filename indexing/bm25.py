@@ -21,7 +21,10 @@ import Stemmer
 from bm25s.stopwords import STOPWORDS_EN
 
 METHODS = ("lucene", "okapi", "robertson", "atire", "bm25l", "bm25+")
-TOKEN_RE = regex.compile(r"(?u)\b\w\w+\b")  # bm25s's own token pattern
+# A term is a word of at least `min_token_chars` characters. 2 is bm25s's (and scikit-learn's) own pattern, the
+# default; 1 also keeps single letters and digits, as Lucene's standard analyzer does ("vitamin D", "type 2").
+TOKEN_RES = {2: regex.compile(r"(?u)\b\w\w+\b"), 1: regex.compile(r"(?u)\b\w+\b")}
+TOKEN_RE = TOKEN_RES[2]
 IDS_FILE = "ids.npy"
 PARAMS_FILE = "params.json"
 
@@ -34,20 +37,22 @@ def _stemmer() -> Any:
 _STOP = frozenset(STOPWORDS_EN)
 
 
-def tokenize(texts: Sequence[str], *, stem: bool = True, stopwords: bool = True) -> list[list[str]]:
-    """Lowercase words of 2+ characters, English stopwords dropped, Snowball-stemmed. Documents and
-    queries go through this same function, so their tokens always meet."""
+def tokenize(texts: Sequence[str], *, stem: bool = True, stopwords: bool = True, min_chars: int = 2) -> list[list[str]]:
+    """Lowercase words of `min_chars`+ characters (a collection's `bm25.min_token_chars`), English stopwords
+    dropped, Snowball-stemmed. Documents and queries go through this same function with the collection's
+    `min_chars`, so their tokens always meet."""
     out = []
     stemmer = _stemmer()
+    pattern = TOKEN_RES[min_chars]
     for text in texts:
-        words = TOKEN_RE.findall(text.lower())
+        words = pattern.findall(text.lower())
         if stopwords:
             words = [w for w in words if w not in _STOP]
         out.append(stemmer.stemWords(words) if stem else words)
     return out
 
 
-def term_spans(text: str, terms: frozenset[str]) -> list[tuple[int, int]]:
+def term_spans(text: str, terms: frozenset[str], min_chars: int = 2) -> list[tuple[int, int]]:
     """Character spans [start, end) of the words of `text` that `tokenize` turns into one of `terms` (a query's
     tokens): what BM25 matched in it, for highlighting.
 
@@ -62,7 +67,7 @@ def term_spans(text: str, terms: frozenset[str]) -> list[tuple[int, int]]:
     if len(lowered) != len(text):
         owner = [i for i, ch in enumerate(text) for _ in range(len(ch.lower()))]
     out = []
-    for m in TOKEN_RE.finditer(lowered):
+    for m in TOKEN_RES[min_chars].finditer(lowered):
         if m.group() not in _STOP and stemmer.stemWord(m.group()) in terms:
             s, e = m.span()
             out.append((s, e) if owner is None else (owner[s], owner[e - 1] + 1))
@@ -76,6 +81,7 @@ class BM25Params:
     b: float = 0.75
     delta: float = 0.5  # bm25l / bm25+ only
     epsilon: float = 0.25  # okapi only: rank_bm25's floor for negative idf, as a share of the mean idf
+    min_token_chars: int = 2  # the shortest word that is a term: 2 (bm25s's pattern) or 1 (single letters, digits)
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -84,6 +90,8 @@ class BM25Params:
             raise ValueError(f"bm25 k1 must be >= 0, got {self.k1}")
         if not 0 <= self.b <= 1:
             raise ValueError(f"bm25 b must be in [0, 1], got {self.b}")
+        if self.min_token_chars not in TOKEN_RES:
+            raise ValueError(f"bm25 min_token_chars must be 1 or 2, got {self.min_token_chars}")
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -70,6 +70,10 @@ class Collection:
     def bm25_method(self) -> str:
         return self.settings.bm25.method
 
+    @property
+    def bm25_min_token_chars(self) -> int:
+        return self.settings.bm25.min_token_chars
+
     def index_writer(self) -> ShardWriter:
         s = self.settings
         extra = {"bm25": s.bm25.to_json(), "embedder": s.embedder, "schema": s.schema}

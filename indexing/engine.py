@@ -126,6 +126,9 @@ class Published(Protocol):
     @property
     def bm25_method(self) -> str: ...
 
+    @property
+    def bm25_min_token_chars(self) -> int: ...
+
 
 _okapi_cache: dict[tuple[Any, ...], float] = {}
 
@@ -186,7 +189,11 @@ def _search(
 ) -> list[Fused]:
     refs = coll.shard_refs()
     versions = versions if versions is not None else coll.published_versions()
-    tokens = tokenize(list(queries)) if req.mode in ("bm25", "hybrid") else [[] for _ in queries]
+    tokens = (
+        tokenize(list(queries), min_chars=coll.bm25_min_token_chars)
+        if req.mode in ("bm25", "hybrid")
+        else [[] for _ in queries]
+    )
     stats = None
     if req.mode in ("bm25", "hybrid"):
         with stage_clock.stage("bm25"):  # the corpus-wide counts of the query terms: part of BM25's cost

@@ -52,6 +52,7 @@ class ShardWriter:
         self.dir = directory
         self.dim, self.small_dim, self.dense = dim, min(small_dim, dim), dense
         self.extra = extra  # recorded in every manifest (bm25 params, embedder)
+        self.min_token_chars = int(extra.get("bm25", {}).get("min_token_chars", 2))  # the collection's terms
 
     @contextmanager
     def _publishing(self) -> Iterator[None]:
@@ -120,7 +121,13 @@ class ShardWriter:
             return None
         builder = SegmentBuilder(rows=rows, dim=self.dim, small_dim=self.small_dim, dense=self.dense)
         for batch in docstore.batches_after(after):
-            builder.add(batch.pids, batch.docs, batch.embeddings, tokenize(batch.texts), batch.metadata)
+            builder.add(
+                batch.pids,
+                batch.docs,
+                batch.embeddings,
+                tokenize(batch.texts, min_chars=self.min_token_chars),
+                batch.metadata,
+            )
         name = builder.finish(self.dir)
         pids = np.concatenate(builder.pids)
         return {"name": name, "rows": int(pids.shape[0]), "dead": 0, "deletes": None, "max_pid": int(pids[-1])}

@@ -106,7 +106,7 @@ def get_or_create_collection(
         dim=dim,
         small_dim=s.small_dim,
         chunking=ChunkingParams(max_tokens=s.chunk_tokens, overlap=s.chunk_overlap),
-        bm25=BM25Params(method=s.bm25_method, k1=s.bm25_k1, b=s.bm25_b),
+        bm25=BM25Params(method=s.bm25_method, k1=s.bm25_k1, b=s.bm25_b, min_token_chars=s.bm25_min_token_chars),
         dense_index=s.dense_index_params(),
         shards=shards or 1,
         schema=schema or {"fields": {}, "strict": False},

@@ -88,6 +88,9 @@ class Settings(IndexingSettings):
     )
     bm25_k1: float = Field(1.2, ge=0, description="BM25 term-frequency saturation of new collections")
     bm25_b: float = Field(0.75, ge=0, le=1, description="BM25 length normalisation of new collections")
+    bm25_min_token_chars: int = Field(
+        2, ge=1, le=2, description="shortest BM25 term of new collections: 2 (bm25s's pattern) or 1 (single letters)"
+    )
 
     @field_validator("api_keys")
     @classmethod

@@ -69,6 +69,10 @@ class Reference:
     def bm25_method(self) -> str:
         return self.method
 
+    @property
+    def bm25_min_token_chars(self) -> int:
+        return 2
+
 
 def _reference(coll: Collection, where: Path, params: BM25Params) -> Reference:
     rows: list[tuple[int, int, str, np.ndarray]] = []
