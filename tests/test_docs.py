@@ -1,5 +1,5 @@
-"""The documentation: the mkdocs site builds strictly, the README stays a short way in, and no page speaks of
-tracker numbers."""
+"""The documentation: the mkdocs site builds strictly, the README stays a short way in and lists every page, and no
+page speaks of tracker numbers."""
 
 from __future__ import annotations
 
@@ -61,6 +61,14 @@ def test_no_user_facing_page_mentions_issue_numbers() -> None:
         if ISSUE_NUMBER.search(line)
     ]
     assert hits == []
+
+
+def test_readme_lists_every_page_of_the_site() -> None:
+    nav_pages = set(re.findall(r"^\s*-\s.*:\s*([A-Za-z0-9_-]+\.md)\s*$", (ROOT / "mkdocs.yml").read_text(), re.M))
+    assert len(nav_pages) > 10, "mkdocs.yml's nav was read"
+    linked = {t.split("#", 1)[0] for t in RELATIVE_LINK.findall(README.read_text(encoding="utf-8"))}
+    missing = sorted(page for page in nav_pages if f"docs/{page}" not in linked)
+    assert missing == [], "README.md's Documentation table should link every page of mkdocs.yml's nav"
 
 
 def test_readme_links_point_at_files_that_exist() -> None:
