@@ -63,7 +63,7 @@ class Settings(IndexingSettings):
     max_metadata_bytes: int = Field(65_536, ge=64, description="largest metadata of one document, as compact JSON")
     max_metadata_keys: int = Field(1_000, ge=1, description="most keys in one document's metadata, at all levels")
     # Work of one search request: checked before any is done (413 naming the limit).
-    max_search_hits: int = Field(25_600, ge=1, description="k x queries of one search request")
+    max_search_hits: int = Field(25_600, ge=1, description="(k + offset) x queries of one search request")
     max_search_depth: int = Field(256_000, ge=1, description="depth x queries of one search request")
     max_query_chars: int = Field(262_144, ge=1, description="characters of all queries of one request")
     max_response_bytes: int = Field(

@@ -1,8 +1,9 @@
-"""The documentation: the mkdocs site builds strictly, the README stays a short way in, and no page speaks of
-tracker numbers."""
+"""The documentation: the mkdocs site builds strictly, the README stays a short way in and lists every page, the
+settings reference names every setting the code reads, and no page speaks of tracker numbers."""
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import subprocess
@@ -19,6 +20,11 @@ ISSUE_NUMBER = re.compile(r"\b[Ii]ssues? ?#?[0-9]|\b[Tt]ickets? ?#?[0-9]")
 # Markdown links and images with a relative target: [text](target) or ![alt](target).
 RELATIVE_LINK = re.compile(r"!?\[[^\]]*\]\((?!https?://|mailto:|#)([^)\s]+)\)")
 RESULT_FILE = re.compile(r"bench/results/([A-Za-z0-9_.-]+\.json)")
+OPERATIONS = ROOT / "docs" / "operations.md"
+# The packages the project ships (the server, the engine, the models, the CLI, the trainers, the client): a VELA_*
+# name written in their code is a setting someone can set. Benches and tests only pass settings on.
+SHIPPED_CODE = ("service", "indexing", "models", "cli", "velaio", "training", "client/vela_client")
+VELA_NAME = re.compile(r"VELA_[A-Z0-9_]*[A-Z0-9]")
 
 
 def _user_docs() -> list[Path]:
@@ -61,6 +67,37 @@ def test_no_user_facing_page_mentions_issue_numbers() -> None:
         if ISSUE_NUMBER.search(line)
     ]
     assert hits == []
+
+
+def test_readme_lists_every_page_of_the_site() -> None:
+    nav_pages = set(re.findall(r"^\s*-\s.*:\s*([A-Za-z0-9_-]+\.md)\s*$", (ROOT / "mkdocs.yml").read_text(), re.M))
+    assert len(nav_pages) > 10, "mkdocs.yml's nav was read"
+    linked = {t.split("#", 1)[0] for t in RELATIVE_LINK.findall(README.read_text(encoding="utf-8"))}
+    missing = sorted(page for page in nav_pages if f"docs/{page}" not in linked)
+    assert missing == [], "README.md's Documentation table should link every page of mkdocs.yml's nav"
+
+
+def _settings_the_code_reads() -> set[str]:
+    """Every VELA_* variable: the settings classes' fields (with their prefix), and every VELA_* name that the
+    shipped code spells out as a string of its own (os.environ reads, constants such as ENCODER_ENV)."""
+    from service.settings import Settings
+
+    prefix = Settings.model_config.get("env_prefix", "")
+    names = {f"{prefix}{field}".upper() for field in Settings.model_fields}
+    for package in SHIPPED_CODE:
+        for path in (ROOT / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str) and VELA_NAME.fullmatch(node.value):
+                    names.add(node.value)
+    return names
+
+
+def test_operations_names_every_setting_the_code_reads() -> None:
+    names = _settings_the_code_reads()
+    assert {"VELA_DATA_DIR", "VELA_FUSION_AUTO", "VELA_URL"} <= names, "the settings were found"
+    documented = set(VELA_NAME.findall(OPERATIONS.read_text(encoding="utf-8")))
+    missing = sorted(names - documented)
+    assert missing == [], "docs/operations.md should list these settings (full names, not `_SUFFIX` shorthand)"
 
 
 def test_readme_links_point_at_files_that_exist() -> None:
