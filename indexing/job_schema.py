@@ -1,8 +1,12 @@
-"""The jobs table of indexing/jobs.py's store, and how an older one is brought up to date."""
+"""The jobs table of indexing/jobs.py's store, how an older one is brought up to date, and how a row is read."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from typing import Any
+
+from indexing.job_types import Job, JobKind, JobStatus
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -23,6 +27,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     result TEXT
 );
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs(status);
+CREATE INDEX IF NOT EXISTS jobs_created ON jobs(created_at, id);
 """
 
 
@@ -33,3 +38,30 @@ def init_schema(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE jobs ADD COLUMN worker TEXT")
     if "result" not in columns:  # a jobs table from before jobs reported results
         conn.execute("ALTER TABLE jobs ADD COLUMN result TEXT")
+
+
+JOB_COLUMNS = (
+    "id, collection, kind, status, done, total, error, cancel_requested, attempts, created_at, started_at, "
+    "finished_at, result"
+)
+
+
+def job_of_row(row: tuple[Any, ...]) -> Job:
+    """A Job from the first 13 columns of a row selected as JOB_COLUMNS."""
+    result = json.loads(row[12]) if row[12] else None
+    attempts, created_at, started_at, finished_at = row[8:12]
+    return Job(
+        row[0],
+        row[1],
+        JobKind(row[2]),
+        JobStatus(row[3]),
+        row[4],
+        row[5],
+        row[6],
+        bool(row[7]),
+        attempts,
+        created_at,
+        started_at,
+        finished_at,
+        result,
+    )

@@ -12,7 +12,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from indexing.job_schema import JOB_COLUMNS as _JOB_COLUMNS
 from indexing.job_schema import init_schema
+from indexing.job_schema import job_of_row as _job
 from indexing.job_types import (
     GENERATION_KINDS,
     LONG_KINDS,
@@ -174,34 +176,41 @@ class JobStore:
         return {r[0] for r in rows}
 
     def get(self, job_id: str) -> Job:
-        row = (
-            self._conn()
-            .execute(
-                "SELECT id, collection, kind, status, done, total, error, cancel_requested, attempts, "
-                "created_at, started_at, finished_at, result FROM jobs WHERE id = ?",
-                (job_id,),
-            )
-            .fetchone()
-        )
+        row = self._conn().execute(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
         if row is None:
             raise JobNotFound(job_id)
-        result = json.loads(row[12]) if row[12] else None
-        attempts, created_at, started_at, finished_at = row[8:12]
-        return Job(
-            row[0],
-            row[1],
-            JobKind(row[2]),
-            JobStatus(row[3]),
-            row[4],
-            row[5],
-            row[6],
-            bool(row[7]),
-            attempts,
-            created_at,
-            started_at,
-            finished_at,
-            result,
+        return _job(row)
+
+    def listing(
+        self,
+        *,
+        collection: str | None = None,
+        statuses: frozenset[JobStatus] = frozenset(),
+        kinds: frozenset[JobKind] = frozenset(),
+        limit: int = 50,
+        before: tuple[float, str] | None = None,
+    ) -> list[tuple[Job, str | None]]:
+        """Jobs newest first (by creation time, then id), each with its worker, at most `limit`, never their
+        payloads; only those of `collection`, of `statuses` and of `kinds` where given. `before`: the (created_at,
+        id) of the last job of the previous page, so that pages neither overlap nor skip while jobs are added."""
+        where: list[str] = ["1 = 1"]
+        params: list[Any] = []
+        if collection is not None:
+            where.append("collection = ?")
+            params.append(collection)
+        for column, values in (("status", statuses), ("kind", kinds)):
+            if values:
+                where.append(f"{column} IN ({', '.join('?' * len(values))})")
+                params.extend(sorted(v.value for v in values))
+        if before is not None:
+            where.append("(created_at < ? OR (created_at = ? AND id < ?))")
+            params.extend([before[0], before[0], before[1]])
+        rows = self._conn().execute(
+            f"SELECT {_JOB_COLUMNS}, worker FROM jobs WHERE {' AND '.join(where)} "
+            "ORDER BY created_at DESC, id DESC LIMIT ?",
+            (*params, limit),
         )
+        return [(_job(row), row[13]) for row in rows]
 
     def payload(self, job_id: str) -> list[Any]:
         row = self._conn().execute("SELECT payload FROM jobs WHERE id = ?", (job_id,)).fetchone()

@@ -159,6 +159,11 @@ class JobOut(BaseModel):
     )
 
 
+class JobList(BaseModel):
+    jobs: list[JobOut]
+    next_cursor: str | None = Field(None, description="pass it as `cursor` for the next page; null at the end")
+
+
 class JobAccepted(BaseModel):
     job_id: str
     status: str

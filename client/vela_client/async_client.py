@@ -23,7 +23,7 @@ from vela_client.calls import SearchOptions
 from vela_client.config import DEFAULT_TIMEOUT_S
 from vela_client.config import http_options as _options
 from vela_client.errors import ClientClosed, error_from_transport
-from vela_client.models import BatchSearchResponse, Health, Job, JobAccepted, Readiness, SearchResponse
+from vela_client.models import BatchSearchResponse, Health, Job, JobAccepted, JobPage, Readiness, SearchResponse
 from vela_client.retry import RetryPolicy, retry_delay
 from vela_client.routes import Call
 from vela_client.transfers import file_chunks_async
@@ -153,6 +153,20 @@ class AsyncVelaClient(AsyncDocumentsMixin, AsyncCollectionsMixin, AsyncSnapshots
 
     async def get_job(self, job: JobRef) -> Job:
         return await self._send(calls.get_job(job_id_of(job)))
+
+    async def list_jobs(
+        self,
+        *,
+        collection: str | None = None,
+        status: str | Iterable[str] | None = None,
+        kind: str | Iterable[str] | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> JobPage:
+        """Jobs newest first (at most `limit`, the server's default 50), only those of `collection` (an alias
+        means its collection), of `status` and of `kind` where given (one name or several); pass `next_cursor`
+        on as `cursor` for the next page."""
+        return await self._send(calls.list_jobs(collection, status, kind, limit, cursor))
 
     async def cancel_job(self, job: JobRef) -> Job:
         """Cancel a queued or running job; Conflict if it has already ended."""

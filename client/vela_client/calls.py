@@ -25,6 +25,7 @@ from vela_client.models import (
     Health,
     Job,
     JobAccepted,
+    JobPage,
     Mode,
     Model,
     ModelList,
@@ -228,6 +229,26 @@ def recommend(
 
 def get_job(job_id: str) -> Call[Job]:
     return routes.GET_JOB.call(_model(Job), job_id=job_id)
+
+
+def list_jobs(
+    collection: str | None,
+    status: Iterable[str] | None,
+    kind: Iterable[str] | None,
+    limit: int | None,
+    cursor: str | None,
+) -> Call[JobPage]:
+    def names(values: Iterable[str] | None) -> list[str] | None:  # one name, or several (sent repeated)
+        return None if values is None else [values] if isinstance(values, str) else list(values)
+
+    params = _set(
+        collection=collection,
+        status=names(status),
+        kind=names(kind),
+        limit=limit,
+        cursor=cursor,
+    )
+    return routes.LIST_JOBS.call(_model(JobPage), params=params)
 
 
 def cancel_job(job_id: str) -> Call[Job]:

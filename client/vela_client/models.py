@@ -62,6 +62,13 @@ class Job(_Response):
         return self.status == "succeeded"
 
 
+class JobPage(_Response):
+    """One page of jobs, newest first; `next_cursor` None at the end."""
+
+    jobs: list[Job]
+    next_cursor: str | None = None
+
+
 class JobAccepted(_Response):
     """The answer to a write: the job that will do it."""
 

@@ -107,6 +107,7 @@ SEARCH = Route("POST", "/search")
 SEARCH_BATCH = Route("POST", "/search/batch")
 RECOMMEND = Route("POST", "/recommend")
 GET_JOB = Route("GET", "/jobs/{job_id}")
+LIST_JOBS = Route("GET", "/jobs")
 LIST_MODELS = Route("GET", "/models")
 LIST_ALIASES = Route("GET", "/aliases")
 GET_ALIAS = Route("GET", "/aliases/{alias}")
@@ -152,6 +153,7 @@ ROUTES: tuple[Route, ...] = (
     SEARCH_BATCH,
     RECOMMEND,
     GET_JOB,
+    LIST_JOBS,
     CANCEL_JOB,
     RETRY_JOB,
     LIST_MODELS,

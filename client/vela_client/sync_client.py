@@ -19,7 +19,7 @@ from vela_client.calls import SearchOptions
 from vela_client.config import DEFAULT_TIMEOUT_S
 from vela_client.config import http_options as _options
 from vela_client.errors import ClientClosed, error_from_transport
-from vela_client.models import BatchSearchResponse, Health, Job, JobAccepted, Readiness, SearchResponse
+from vela_client.models import BatchSearchResponse, Health, Job, JobAccepted, JobPage, Readiness, SearchResponse
 from vela_client.retry import RetryPolicy, retry_delay
 from vela_client.routes import Call
 from vela_client.sync_collections import SyncCollectionsMixin
@@ -152,6 +152,20 @@ class VelaClient(SyncDocumentsMixin, SyncCollectionsMixin, SyncSnapshotsMixin):
 
     def get_job(self, job: JobRef) -> Job:
         return self._send(calls.get_job(job_id_of(job)))
+
+    def list_jobs(
+        self,
+        *,
+        collection: str | None = None,
+        status: str | Iterable[str] | None = None,
+        kind: str | Iterable[str] | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> JobPage:
+        """Jobs newest first (at most `limit`, the server's default 50), only those of `collection` (an alias
+        means its collection), of `status` and of `kind` where given (one name or several); pass `next_cursor`
+        on as `cursor` for the next page."""
+        return self._send(calls.list_jobs(collection, status, kind, limit, cursor))
 
     def cancel_job(self, job: JobRef) -> Job:
         """Cancel a queued or running job; Conflict if it has already ended."""

@@ -105,3 +105,14 @@ def test_retry_a_failed_job(client: VelaClient, unique: Callable[[str], str], fa
     with pytest.raises(Conflict) as again:
         client.retry_job(job.id)
     assert again.value.code == "conflict"
+
+
+def test_list_jobs_filters_and_pages(client: VelaClient, unique: Callable[[str], str]) -> None:
+    name = unique("listed")
+    made = [client.index(name, [{"id": f"d{i}", "text": f"tides {i}"}], wait=True).id for i in range(3)]
+    page = client.list_jobs(collection=name, limit=2)
+    assert [j.id for j in page.jobs] == made[:0:-1] and page.next_cursor is not None
+    rest = client.list_jobs(collection=name, limit=2, cursor=page.next_cursor)
+    assert [j.id for j in rest.jobs] == made[:1] and rest.next_cursor is None
+    assert len(client.list_jobs(collection=name, status="succeeded", kind=["upsert"]).jobs) == 3
+    assert client.list_jobs(collection=name, status=["queued", "running"]).jobs == []

@@ -1,11 +1,16 @@
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Query
 
 from indexing.jobs import TERMINAL, Job, JobKind, JobNotFound, JobNotRetryable, JobStatus
 from service.deps import State
+from service.document_api import BadCursor, decode_cursor, encode_cursor
 from service.errors import ApiError, shown
-from service.schemas import ErrorResponse, JobOut
+from service.schemas import ErrorResponse, JobList, JobOut
+
+MAX_JOBS_PAGE = 1000
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 # A snapshot or restore job records its file and collection before it makes them (so that a run again after a
@@ -32,6 +37,51 @@ def job_out(job: Job, worker: str | None = None) -> JobOut:
         finished_at=job.finished_at,
         result=None if job.kind in _UNMADE[0] and job.status in _UNMADE[1] else job.result,
     )
+
+
+@router.get("", response_model=JobList, responses={422: {"model": ErrorResponse}})
+def list_jobs(
+    state: State,
+    collection: Annotated[
+        str | None, Query(max_length=1024, description="only this collection's jobs (an alias means its collection)")
+    ] = None,
+    status: Annotated[list[JobStatus] | None, Query(description="only jobs in these statuses (repeat it)")] = None,
+    kind: Annotated[list[JobKind] | None, Query(description="only jobs of these kinds (repeat it)")] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_JOBS_PAGE, description="most jobs in the page")] = 50,
+    cursor: Annotated[
+        str | None, Query(max_length=4096, description="next_cursor of the previous page; unset: the newest jobs")
+    ] = None,
+) -> JobList:
+    """Jobs newest first, filtered by collection, status and kind: what is queued or running now, what failed. A
+    page holds at most `limit` jobs; `next_cursor` reads on (null at the end); pages neither overlap nor skip while
+    new jobs are added. Finished jobs are kept for VELA_JOBS_RETENTION_DAYS."""
+    try:
+        before = _position(decode_cursor(cursor)) if cursor else None
+    except BadCursor as exc:
+        raise ApiError(422, "invalid_cursor", str(exc)) from exc
+    name = state.collections.resolve(collection) if collection is not None else None
+    rows = state.jobs.listing(
+        collection=name,
+        statuses=frozenset(status or ()),
+        kinds=frozenset(kind or ()),
+        limit=limit + 1,  # one more than the page: whether there is a next one
+        before=before,
+    )
+    page = rows[:limit]
+    last = page[-1][0] if len(rows) > limit else None
+    return JobList(
+        jobs=[job_out(job, worker) for job, worker in page],
+        next_cursor=None if last is None else encode_cursor(f"{last.created_at!r} {last.id}"),
+    )
+
+
+def _position(raw: str) -> tuple[float, str]:
+    """(created_at, id) of the last job of a page, from its cursor."""
+    created, _, job_id = raw.partition(" ")
+    try:
+        return float(created), job_id
+    except ValueError as exc:
+        raise BadCursor("cursor: not a cursor this API returned (pass next_cursor as it is)") from exc
 
 
 @router.get("/{job_id}", response_model=JobOut, responses={404: {"model": ErrorResponse}})
