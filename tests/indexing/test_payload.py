@@ -101,3 +101,33 @@ def test_every_range_bound_answers_on_a_declared_field_as_the_scan_does() -> Non
                 assert node is not None
                 scanned = [i for i, md in enumerate(rows) if matches(node, md)]
                 assert _rows(p, raw, fields) == scanned, (kind, op, bound)
+
+
+def test_datetimes_compare_to_the_microsecond_in_any_year() -> None:
+    # Epoch microseconds went through a float: neighbouring microseconds collided (1.5 % of them near 2000,
+    # runs of them past 2255), and 9999-12-31T23:59:59.999999 became 10000-01-01.
+    from indexing.filters import parse_datetime
+
+    stored = [
+        "2005-05-21T05:45:05.437584Z",
+        "3000-01-01T00:00:00.000001Z",
+        "9999-12-31T23:59:59.999999Z",
+        "1600-01-01T00:00:00.000001+00:00",
+    ]
+    cases: list[tuple[dict[str, object], list[int]]] = [
+        ({"gt": "2005-05-21T05:45:05.437583Z"}, [0, 1, 2]),
+        ({"gt": "2005-05-21T05:45:05.437584Z", "lt": "3000-01-01T00:00:00.000001Z"}, []),
+        ({"gt": "3000-01-01T00:00:00Z", "lt": "3000-01-01T00:00:00.000002Z"}, [1]),
+        ({"lte": "9999-12-31T23:59:59.999990Z"}, [0, 1, 3]),
+        ({"gte": "9999-12-31T23:59:59.999999Z"}, [2]),
+        ({"lt": "1600-01-01T00:00:00.000001Z"}, []),
+        ({"lte": "1600-01-01T01:00:00.000001+01:00"}, [3]),
+    ]
+    rows: list[dict[str, object]] = [{"at": t} for t in stored]
+    for fields in ({"at": "datetime"}, {}):  # the typed column and the scan
+        p = _payload(fields, rows)
+        for bounds, expected in cases:
+            assert _rows(p, {"key": "at", "range": bounds}, fields) == expected, (fields, bounds)
+    year_10000 = 253_402_300_800 * 10**6  # 10000-01-01T00:00:00Z in epoch microseconds
+    assert parse_datetime("9999-12-31T23:59:59.999999Z") == year_10000 - 1
+    assert parse_datetime("1969-12-31T23:59:59.999999") == -1
