@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 FieldType = Literal["keyword", "integer", "float", "boolean", "datetime"]
@@ -37,6 +37,8 @@ MAX_NESTED = 256  # a filter's nested filters (boolean nodes below the root), bo
 MAX_DEPTH = 8
 MAX_ANY = 1024  # values of one any-of
 RANGE_OPS = ("gt", "gte", "lt", "lte")
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MICROSECOND = timedelta(microseconds=1)
 
 
 class FilterError(ValueError):
@@ -106,7 +108,8 @@ Node = Match | Range | Exists | IsNull | Bool
 
 
 def parse_datetime(value: Any) -> int | None:
-    """ISO-8601 text -> epoch microseconds (UTC; a naive time is taken as UTC); None when it is not one."""
+    """ISO-8601 text -> epoch microseconds, exactly (UTC; a naive time is taken as UTC); None when it is not one.
+    Stored values and filter bounds both come through here."""
     if not isinstance(value, str) or len(value) > 64:
         return None
     try:
@@ -115,7 +118,8 @@ def parse_datetime(value: Any) -> int | None:
         return None
     if t.tzinfo is None:
         t = t.replace(tzinfo=UTC)
-    return int(t.timestamp() * 1_000_000)
+    # In integers: t.timestamp() is a float, which loses microseconds (and whole runs of them far from 1970)
+    return (t - EPOCH) // MICROSECOND
 
 
 def is_number(v: Any) -> bool:

@@ -110,10 +110,11 @@ def fuse_runs(
     depth: int = 200,
     weights: Mapping[str, float] | None = None,
 ) -> list[tuple[Hashable, float]]:
-    """One query's fused (unit, score) list, best first, from its runs ("dense", "bm25") by `spec`.
-    `weights` (per-run RRF weights) apply to RRF when the spec gives no alpha."""
+    """One query's fused (unit, score) list, best first, from its runs ("dense", "bm25") by `spec`, each run
+    read to `depth` (a single-list method too). `weights` (per-run RRF weights) apply to RRF when the spec gives
+    no alpha."""
     if spec.method in ("dense", "bm25"):
-        return [(key, float(score)) for key, score in runs.get(spec.method, [])]
+        return [(key, float(score)) for key, score in runs.get(spec.method, [])[:depth]]
     if spec.method == "convex":
         alpha = 0.5 if spec.alpha is None else spec.alpha
         return normalized_sum(

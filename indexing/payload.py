@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from indexing.filter_match import matches
-from indexing.filters import Bool, Exists, IsNull, Match, Node, Range, parse_datetime
+from indexing.filters import RANGE_OPS, Bool, Exists, IsNull, Match, Node, Range, parse_datetime
 
 FILE = "metadata.jsonl"
 
@@ -156,32 +156,50 @@ class Payload:
             return col.rows_where(np.isin(col.values, np.asarray(codes, np.int64)), n)
         assert isinstance(node, Range)
         hit = np.ones(col.values.shape[0], bool)
-        v = col.values
-        whole = kind == "integer"
-        for bound, op, down in (
-            (node.gt, np.greater, True),
-            (node.gte, np.greater_equal, False),
-            (node.lt, np.less, False),
-        ):
+        for op in RANGE_OPS:
+            bound = getattr(node, op)
             if bound is not None:
-                hit &= op(v, _comparable(_whole(bound, down) if whole else bound))
-        if node.lte is not None:
-            hit &= v <= _comparable(_whole(node.lte, True) if whole else node.lte)
+                hit &= _compare(col.values, op, bound, kind == "float")
         return col.rows_where(hit, n)
 
 
-def _whole(bound: float, down: bool) -> float:
-    """A bound on an integer column as the integer that selects the same values (x > 2.5 is x > 2, x >= 2.5 is
-    x >= 3; `down` for > and <=, which round down): numpy would compare an int64 column with a float bound as
-    float64, and values past 2**53 would then compare as their neighbours do, unlike the scan's exact Python."""
-    if isinstance(bound, int) or not math.isfinite(bound):
-        return bound
-    return math.floor(bound) if down else math.ceil(bound)
+_OPS = {"gt": np.greater, "gte": np.greater_equal, "lt": np.less, "lte": np.less_equal}
 
 
-def _comparable(bound: float) -> float:
-    """A range bound numpy can compare with an int64 or float64 column: an integer beyond int64 (which JSON
-    allows) is the infinity on its side, which orders against every stored value as it would."""
-    if isinstance(bound, int) and not -(2**63) <= bound < 2**63:
-        return float("inf") if bound > 0 else float("-inf")
-    return bound
+def _compare(values: np.ndarray, op: str, bound: float, floating: bool) -> np.ndarray:
+    """`values <op> bound` as Python compares the numbers (the scan's answer, indexing/filter_match.py): the
+    bound is rewritten into one of the column's own type that selects the same values, since numpy would round
+    an integer bound to float64 against a float column, and a float bound against an int64 column."""
+    const = _float_bound(op, bound) if floating else _int_bound(op, bound)
+    if isinstance(const, bool):  # a bound beyond every value the column's type holds
+        return np.full(values.shape[0], const)
+    op, bound = const
+    return _OPS[op](values, bound)  # type: ignore[no-any-return]
+
+
+def _int_bound(op: str, bound: float) -> tuple[str, int] | bool:
+    """A bound on an int64 column (integer, datetime) as an int64 that selects the same values (x > 2.5 is
+    x > 2, x >= 2.5 is x >= 3), or what every int64 answers when the bound lies beyond them (x > 2**63: none)."""
+    if isinstance(bound, float):  # finite: the parser refuses others
+        bound = math.floor(bound) if op in ("gt", "lte") else math.ceil(bound)
+    if bound >= 2**63:
+        return op in ("lt", "lte")
+    if bound < -(2**63):
+        return op in ("gt", "gte")
+    return op, int(bound)
+
+
+def _float_bound(op: str, bound: float) -> tuple[str, float]:
+    """A bound on a float64 column as a float that selects the same values. A float bound is one already; an
+    integer no float equals (2**53 + 1, 2**63, 10**400) lies strictly between two neighbouring floats lo < b < hi
+    (hi is inf past the largest float), and x > b is then x >= hi, x < b is x <= lo."""
+    if isinstance(bound, float):
+        return op, bound
+    try:
+        f = float(bound)
+    except OverflowError:  # beyond the largest float
+        f = math.inf if bound > 0 else -math.inf
+    if f == bound:
+        return op, f
+    lo, hi = (math.nextafter(f, -math.inf), f) if f > bound else (f, math.nextafter(f, math.inf))
+    return ("gte", hi) if op in ("gt", "gte") else ("lte", lo)

@@ -181,9 +181,7 @@ def submit_schema(*, state: AppState, collection: str, schema: dict[str, Any]) -
     return job
 
 
-def submit_delete_many(
-    *, state: AppState, collection: str, ids: list[str] | None, raw_filter: dict[str, Any] | None
-) -> Job:
+def submit_delete_many(*, state: AppState, collection: str, ids: list[str] | None, raw_filter: Any) -> Job:
     """Queue the deletion of these ids, or of every document the filter passes when the job runs (the filter
     is checked against the collection's schema here: FilterError). CollectionNotFound, BatchTooLarge."""
     coll = state.collections.get(collection)

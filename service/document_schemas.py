@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 
-from service.filter_schema import FILTER_JSON_SCHEMA, FilterField, FilterJson
+from service.filter_schema import FilterField, FilterJson, NonEmptyFilterJson
 from service.schemas import REQUEST_CONFIG, UnicodeBody
 from service.search_schemas import response_metadata
 
@@ -75,7 +75,7 @@ class DeleteDocumentsRequest(UnicodeBody):
             description="these documents (at most VELA_MAX_BATCH_DOCUMENTS); an id that is not stored is skipped",
         )
     )
-    filter: Annotated[dict[str, Any] | None, WithJsonSchema({**FILTER_JSON_SCHEMA, "minProperties": 1})] = Field(
+    filter: NonEmptyFilterJson = Field(
         None,
         description="every document whose stored metadata passes this filter when the job runs (see the Filter "
         "schema). Not {}: delete the collection to remove it with every document",
@@ -86,7 +86,8 @@ class DeleteDocumentsRequest(UnicodeBody):
 
     @model_validator(mode="after")
     def _one_of(self) -> DeleteDocumentsRequest:
-        if (self.ids is None) == (not self.filter) or {"ids", "filter"} & self.model_fields_set - self._given():
+        no_filter = self.filter is None or self.filter == {}  # any other value is a filter, parsed (and refused) later
+        if (self.ids is None) == no_filter or {"ids", "filter"} & self.model_fields_set - self._given():
             raise ValueError("give either ids or a non-empty filter (not null)")
         return self
 

@@ -57,5 +57,10 @@ FILTER_JSON_SCHEMA: dict[str, Any] = {
     "properties": {clause: {"type": "array", "items": _CONDITION} for clause in ("must", "should", "must_not")},
 }
 
-FilterJson = Annotated[dict[str, Any] | None, WithJsonSchema({"anyOf": [FILTER_JSON_SCHEMA, {"type": "null"}]})]
+# Any JSON value, as the schema above documents it: the engine's parser (indexing/filters.py parse_filter) is the one
+# place that refuses a filter, so a filter that is not an object ([], "x", 7) is a 422 invalid_filter naming its
+# path on every route, as any other fault of a filter is.
+FilterJson = Annotated[Any, WithJsonSchema({"anyOf": [FILTER_JSON_SCHEMA, {"type": "null"}]})]
+# DELETE by filter's: never {} (that would be every document)
+NonEmptyFilterJson = Annotated[Any, WithJsonSchema({**FILTER_JSON_SCHEMA, "minProperties": 1})]
 FilterField = Field(None, description="metadata filter (see the Filter schema); null or {}: no filter")

@@ -1,8 +1,9 @@
 """Recommend: documents like some stored documents (and unlike others), found with their stored vectors.
 
 No text is encoded: each named document's vector is the mean of its passages' stored vectors (as written
-when it was indexed), the query vector is Qdrant's "average vector" strategy, mean(like) + (mean(like) -
-mean(unlike)), and the engine's dense search runs with it, as a search would (filters, thresholds, pages).
+when it was indexed) scaled to unit length, the query vector is Qdrant's "average vector" strategy over those,
+mean(like) + (mean(like) - mean(unlike)) at unit length, and the engine's dense search runs with it, as a search
+would (filters, thresholds, pages).
 The named documents themselves are never among the hits.
 """
 

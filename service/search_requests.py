@@ -68,12 +68,16 @@ class SearchOptions(UnicodeBody):
     collection: str = CollectionName
     k: int = Field(10, ge=1, le=1000, description="hits to return")
     mode: Literal["dense", "bm25", "hybrid"] = "hybrid"
-    dim: Literal["full", "256"] = Field("full", description="dense index: full dims, or 256-d then full rescore")
+    dim: Literal["full", "256"] = Field(
+        "full", description="dense and hybrid: the dense index, full dims, or 256-d then a full rescore"
+    )
     rrf_k: int = Field(60, ge=1, le=10_000)
-    depth: int = Field(200, ge=1, le=10_000, description="each list is cut to this depth before fusion")
+    depth: int = Field(200, ge=1, le=10_000, description="hybrid: each list is cut to this depth before fusion")
     weights: dict[Literal["dense", "bm25"], float] | None = Field(None, description="per-list RRF weights")
     group_by_doc: bool = Field(True, description="one hit per document (its best passage)")
-    rescore: bool = Field(True, description="dim=256: rescore the 256-d shortlist with the full vectors")
+    rescore: bool = Field(
+        True, description='dim "256": rescore the 256-d shortlist with the full vectors (false only with dim "256")'
+    )
     rerank: RerankOptions | None = Field(None, description="rescore the top fused hits with a cross-encoder")
     fusion: FusionOptions | None = Field(None, description="hybrid: how the lists are fused (unset: auto)")
     filter: FilterJson = FilterField
@@ -103,11 +107,16 @@ class SearchOptions(UnicodeBody):
         return v
 
     @model_validator(mode="after")
-    def _fusion_options_need_hybrid(self) -> SearchOptions:
+    def _options_change_the_answer(self) -> SearchOptions:
         """An option that could not change the answer is refused rather than ignored: the caller meant something."""
-        fusing = [f for f in ("fusion", "weights", "rrf_k") if f in self.model_fields_set and getattr(self, f)]
+        fusing = [f for f in ("fusion", "weights", "rrf_k", "depth") if f in self.model_fields_set and getattr(self, f)]
         if self.mode != "hybrid" and fusing:
             raise ValueError(f"{', '.join(fusing)}: only hybrid mode fuses lists (mode is {self.mode})")
+        dense = [f for f in ("dim", "rescore") if f in self.model_fields_set]
+        if self.mode == "bm25" and dense:
+            raise ValueError(f"{', '.join(dense)}: only the dense list uses them (mode is bm25)")
+        if self.dim == "full" and not self.rescore:
+            raise ValueError('rescore: false goes with dim "256": the full index has no 256-d shortlist to rescore')
         method = self.fusion.method if self.fusion is not None else "auto"
         if self.weights is not None and method not in ("auto", "rrf"):  # weights alone ask for weighted RRF
             raise ValueError(f"weights are RRF's per-list weights: fusion method {method} does not use them")

@@ -181,3 +181,9 @@ def test_rank_of_agrees_with_the_fused_lists_ties_included() -> None:
             if spec.method in ("dense", "bm25"):
                 keys = keys[:6]
             assert rank == (keys.index(unit) + 1 if unit in keys else 0), (spec, runs, unit)
+
+
+def test_one_list_alone_is_read_to_depth() -> None:
+    runs = {"dense": DENSE, "bm25": BM25}
+    assert fuse_runs(runs, FusionSpec("dense"), depth=2) == DENSE[:2]
+    assert fuse_runs(runs, FusionSpec("bm25"), depth=1) == BM25[:1]

@@ -74,3 +74,60 @@ def test_the_whole_int64_range_is_an_integer_value() -> None:
     assert _rows(p, {"key": "year", "match": {"value": low}}, fields) == [0]
     assert _rows(p, {"key": "year", "range": {"lt": 0}}, fields) == [0]
     assert _rows(p, {"exists": {"key": "year"}}, fields) == [0, 1, 2]
+
+
+BOUNDS: list[float] = [
+    *(0, 1, 3, 2**53 - 1, 2**53, 2**53 + 1, 2**62 + 1, 2**63 - 1, 2**63, 2**63 + 1, 2**64, 10**308, 2**1024, HUGE),
+    *(-(2**53) - 1, -(2**63), -(2**63) - 1, -(10**308), -HUGE),
+    *(0.5, 2.5, 3.0, float(2**53), 9.3e18, 9.223372036854775807e18, 1e308, -1e308, -0.0, 1.7976931348623157e308),
+]
+
+
+def test_every_range_bound_answers_on_a_declared_field_as_the_scan_does() -> None:
+    # Integer bounds on a float column were rounded to float64 (2**53 + 1 matched 2**53), and those past int64
+    # were taken as infinities (1e308 > 2**63 matched nothing); the scan compares as Python does.
+    from indexing.filter_match import matches
+
+    floats: list[dict[str, object]] = [{"v": x} for x in (1e308, -1e308, float(2**53), 1.0, 3.0, 0.5, -0.0, 9.3e18)]
+    floats.append({"v": 1.7976931348623157e308})
+    ints: list[dict[str, object]] = [{"v": x} for x in (2**63 - 1, -(2**63), 2**53 + 1, 2**53, 3, 0, -7)]
+    for kind, rows in (("float", floats), ("integer", ints)):
+        fields = {"v": kind}
+        p = _payload(fields, rows)
+        for bound in BOUNDS:
+            for op in ("gt", "gte", "lt", "lte"):
+                raw = {"key": "v", "range": {op: bound}}
+                node = parse_filter(raw, Schema(fields))
+                assert node is not None
+                scanned = [i for i, md in enumerate(rows) if matches(node, md)]
+                assert _rows(p, raw, fields) == scanned, (kind, op, bound)
+
+
+def test_datetimes_compare_to_the_microsecond_in_any_year() -> None:
+    # Epoch microseconds went through a float: neighbouring microseconds collided (1.5 % of them near 2000,
+    # runs of them past 2255), and 9999-12-31T23:59:59.999999 became 10000-01-01.
+    from indexing.filters import parse_datetime
+
+    stored = [
+        "2005-05-21T05:45:05.437584Z",
+        "3000-01-01T00:00:00.000001Z",
+        "9999-12-31T23:59:59.999999Z",
+        "1600-01-01T00:00:00.000001+00:00",
+    ]
+    cases: list[tuple[dict[str, object], list[int]]] = [
+        ({"gt": "2005-05-21T05:45:05.437583Z"}, [0, 1, 2]),
+        ({"gt": "2005-05-21T05:45:05.437584Z", "lt": "3000-01-01T00:00:00.000001Z"}, []),
+        ({"gt": "3000-01-01T00:00:00Z", "lt": "3000-01-01T00:00:00.000002Z"}, [1]),
+        ({"lte": "9999-12-31T23:59:59.999990Z"}, [0, 1, 3]),
+        ({"gte": "9999-12-31T23:59:59.999999Z"}, [2]),
+        ({"lt": "1600-01-01T00:00:00.000001Z"}, []),
+        ({"lte": "1600-01-01T01:00:00.000001+01:00"}, [3]),
+    ]
+    rows: list[dict[str, object]] = [{"at": t} for t in stored]
+    for fields in ({"at": "datetime"}, {}):  # the typed column and the scan
+        p = _payload(fields, rows)
+        for bounds, expected in cases:
+            assert _rows(p, {"key": "at", "range": bounds}, fields) == expected, (fields, bounds)
+    year_10000 = 253_402_300_800 * 10**6  # 10000-01-01T00:00:00Z in epoch microseconds
+    assert parse_datetime("9999-12-31T23:59:59.999999Z") == year_10000 - 1
+    assert parse_datetime("1969-12-31T23:59:59.999999") == -1

@@ -273,6 +273,13 @@ def test_a_filter_holds_256_conditions(small: httpx.Client) -> None:
         ({"fusion": {"method": "convex"}, "weights": {"dense": 2}}, "fusion method convex does not use them"),
         ({"fusion": {"method": "rrf", "alpha": 0.5}, "weights": {"dense": 5}}, "either weights or fusion.alpha"),
         ({"fusion": {"method": "convex"}, "rrf_k": 10}, "rrf_k is RRF's constant"),
+        ({"mode": "dense", "depth": 5}, "depth: only hybrid mode fuses lists"),
+        ({"mode": "bm25", "depth": 200}, "depth: only hybrid mode fuses lists"),
+        ({"mode": "bm25", "dim": "256", "rescore": False}, "dim, rescore: only the dense list uses them"),
+        ({"mode": "bm25", "dim": "full"}, "dim: only the dense list uses them"),
+        ({"mode": "bm25", "rescore": True}, "rescore: only the dense list uses them"),
+        ({"mode": "dense", "rescore": False}, 'rescore: false goes with dim "256"'),
+        ({"dim": "full", "rescore": False}, 'rescore: false goes with dim "256"'),
     ],
 )
 def test_an_option_that_could_not_change_the_answer_is_refused(
@@ -288,6 +295,9 @@ def test_options_that_apply_are_taken(small: httpx.Client) -> None:
         {"weights": {"dense": 2}},  # weighted RRF: what weights alone ask for
         {"fusion": {"method": "rrf"}, "rrf_k": 10, "weights": {"bm25": 0.5}},
         {"fusion": {"method": "convex", "alpha": 0.3, "normalization": "dbsf"}},
-        {"mode": "dense", "depth": 50},
+        {"depth": 50, "dim": "256", "rescore": False},
+        {"mode": "dense", "dim": "256", "rescore": False},
+        {"mode": "dense", "dim": "full", "rescore": True},
+        {"mode": "bm25", "k": 3},
     ):
         assert _search(small, **body).status_code == 200, body

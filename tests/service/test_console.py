@@ -142,6 +142,17 @@ def test_index_through_the_console_then_find_it(browser: Any, open_server: tuple
     css(browser, "#search-filter").clear()
     css(browser, "#search-submit").click()  # without a filter again: the hits come back
     assert until(browser, lambda d: find_all(d, ".hit"))[0].get_attribute("data-hit-id") == "tides"
+    # BM25 alone: the console sends no dim, which the API refuses in bm25 mode (no dense index is searched)
+    Select(css(browser, "#search-mode")).select_by_value("bm25")
+    css(browser, "#search-submit").click()
+
+    def answered(d: Any) -> str:
+        summary = [e.text for e in find_all(d, "#search-summary") if " bm25 " in e.text]
+        return str(css(d, "#search-error").text or (summary[0] if summary else ""))
+
+    summary = until(browser, answered)
+    assert " bm25 · k 10" in summary and "dim" not in summary, summary
+    assert find_all(browser, ".hit")[0].get_attribute("data-hit-id") == "tides"
 
     loaded = json.loads(EVAL_RESULT.read_text())
     css(browser, "#eval-files").send_keys(str(EVAL_RESULT))

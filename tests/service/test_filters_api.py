@@ -3,6 +3,7 @@ hits), pagination with offset, and malformed filters: each a 422 naming the faul
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -92,7 +93,7 @@ def test_the_collection_shows_its_schema(client: httpx.Client) -> None:
     assert r.json()["schema"]["fields"]["tenant"] == "keyword"
 
 
-@pytest.mark.parametrize(("raw", "path"), [m for m in MALFORMED if m[0] not in ([], "tenant")])
+@pytest.mark.parametrize(("raw", "path"), MALFORMED)
 def test_a_malformed_filter_is_a_422_naming_its_path(client: httpx.Client, raw: Any, path: str) -> None:
     r = client.post("/search", json={"collection": "one", "query": "moon", "filter": raw})
     assert r.status_code == 422, r.text
@@ -101,11 +102,24 @@ def test_a_malformed_filter_is_a_422_naming_its_path(client: httpx.Client, raw: 
     assert body["error"]["message"].startswith(path), body
 
 
-@pytest.mark.parametrize("raw", [[], "tenant", 3, [{"key": "tenant"}]])
-def test_a_filter_that_is_not_an_object_is_a_422(client: httpx.Client, raw: Any) -> None:
-    r = client.post("/search", json={"collection": "one", "query": "moon", "filter": raw})
-    assert r.status_code == 422, r.text
-    assert "filter" in r.json()["error"]["message"]
+@pytest.mark.parametrize("raw", [[], "tenant", 3, False, [{"key": "tenant"}]])
+def test_a_filter_that_is_not_an_object_is_an_invalid_filter_on_every_route(client: httpx.Client, raw: Any) -> None:
+    # docs/filters.md: every fault of a filter is a 422 invalid_filter naming its path; the request models took a
+    # filter that was not an object for their own fault (invalid_request) on all but the scroll.
+    sent = [
+        client.post("/search", json={"collection": "one", "query": "moon", "filter": raw}),
+        client.post("/search/batch", json={"collection": "one", "queries": ["moon"], "filter": raw}),
+        client.post("/recommend", json={"collection": "one", "like": ["doc-00"], "filter": raw}),
+        client.post("/collections/one/count", json={"filter": raw}),
+        client.post("/collections/one/facet", json={"key": "tenant", "filter": raw}),
+        client.post("/collections/one/delete", json={"filter": raw}),
+        client.get("/collections/one/documents", params={"filter": json.dumps(raw)}),
+    ]
+    for r in sent:
+        assert r.status_code == 422, (r.request.url, r.text)
+        error = r.json()["error"]
+        assert error["code"] == "invalid_filter", (r.request.url, error)
+        assert error["message"].startswith("filter: expected an object"), (r.request.url, error)
 
 
 def test_the_server_is_healthy_after_bad_filters(client: httpx.Client) -> None:

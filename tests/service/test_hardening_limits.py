@@ -159,7 +159,7 @@ def test_connections_past_the_cap_are_refused(tmp_path: Path) -> None:
     [
         ({"queries": ["moon"] * 3, "k": 400}, "(k + offset) x queries, is 1200; the limit is 1000"),
         ({"queries": ["moon"] * 2, "k": 10, "offset": 491}, "(k + offset) x queries, is 1002; the limit is 1000"),
-        ({"queries": ["moon"] * 2, "depth": 6000}, "depth x queries is 12000; the limit is 10000"),
+        ({"queries": ["moon"] * 2, "mode": "hybrid", "depth": 6000}, "depth x queries is 12000; the limit is 10000"),
         ({"queries": ["m" * 600] * 2}, "the queries have 1200 characters; the limit is 1000"),
         ({"queries": ["moon"] * 51}, "51 queries in one request; the limit is 50"),
         ({"queries": ["moon"], "k": 6, "group_by_doc": False}, "the response would be"),

@@ -34,3 +34,19 @@ def test_ranks_past_depth_are_absent_and_rrf_scores_follow_the_ranks(
         shown = [rank for rank in hit["ranks"].values() if rank is not None]
         assert shown and all(1 <= rank <= depth for rank in shown), hit["ranks"]
         assert hit["score"] == pytest.approx(sum(1 / (60 + rank) for rank in shown), rel=1e-6)
+
+
+@pytest.mark.parametrize("method", ["dense", "bm25"])
+def test_a_single_list_fusion_reads_its_list_to_depth_too(
+    server: httpx.Client, index_docs: Callable[..., dict[str, Any]], method: str
+) -> None:
+    notes = "hybrid_ranks"
+    index_docs(notes, DOCS)
+    depth = 5
+    body = {"collection": notes, "query": "cell division in cancer", "k": 20}
+    alone = server.post("/search", json={**body, "mode": method})
+    r = server.post("/search", json={**body, "mode": "hybrid", "fusion": {"method": method}, "depth": depth})
+    assert alone.status_code == 200 and r.status_code == 200, r.text
+    hits = r.json()["hits"]
+    assert [h["id"] for h in hits] == [h["id"] for h in alone.json()["hits"][:depth]]  # not the list's top k
+    assert [h["ranks"][method] for h in hits] == list(range(1, depth + 1))

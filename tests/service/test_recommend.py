@@ -78,6 +78,31 @@ def test_unlike_filter_threshold_and_pages(server: Any) -> None:
     assert not {"tides1", "tides2"} & set(both)
 
 
+def test_the_query_vector_is_the_average_of_unit_length_document_means(server: Any) -> None:
+    # docs/api.md: each named document's mean passage vector is scaled to unit length (a long document weighs as
+    # a short one), then mean(like) + (mean(like) - mean(unlike)), at unit length, is searched.
+    client, app = server
+    coll = app.state.vela.collections.get("mix")
+    stored = coll.stored_documents([d["id"] for d in DOCS])
+    assert len(stored["long"].embeddings) > 1  # a document of several passages
+
+    def unit(v: np.ndarray) -> np.ndarray:
+        return v / np.linalg.norm(v)  # type: ignore[no-any-return]
+
+    def mean(ids: list[str]) -> np.ndarray:
+        return np.mean([unit(stored[d].embeddings.astype(np.float64).mean(axis=0)) for d in ids], axis=0)
+
+    like, unlike = ["long", "tides1"], ["bread1"]
+    q = unit(2 * mean(like) - mean(unlike))
+    expected = sorted(
+        ((max(float(unit(v) @ q) for v in stored[d].embeddings), d) for d in stored if d not in like + unlike),
+        reverse=True,
+    )
+    hits = _ids(client, like=like, unlike=unlike, k=10)
+    assert [h for h, _ in hits] == [d for _, d in expected]
+    assert [s for _, s in hits] == pytest.approx([s for s, _ in expected], abs=1e-4)
+
+
 @pytest.mark.parametrize(
     ("body", "status", "code"),
     [

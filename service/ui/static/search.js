@@ -51,9 +51,10 @@ function request() {
     query: byId("search-query").value,
     mode: byId("search-mode").value,
     k: Number(byId("search-k").value),
-    dim: byId("search-dim").value,
     group_by_doc: byId("search-group").checked,
   };
+  // The dense index's dims only where a dense list is searched: the API refuses dim in bm25 mode (it changes nothing)
+  if (body.mode !== "bm25") body.dim = byId("search-dim").value;
   if (byId("search-rerank").checked) {
     body.rerank = { top_n: Number(byId("search-rerank-top-n").value) || 50 };
     const model = byId("search-rerank-model").value.trim();
@@ -103,7 +104,7 @@ function drawResults(body, response) {
     "p",
     { class: "summary", id: "search-summary" },
     `${response.hits.length} hit${response.hits.length === 1 ? "" : "s"} in ${fmtNumber(response.took_ms, 1)} ms · `,
-    `${body.mode} · dim ${body.dim} · k ${body.k}`,
+    `${body.mode}${body.dim ? ` · dim ${body.dim}` : ""} · k ${body.k}`,
     response.rerank ? rerankSummary(response.rerank) : null,
   );
   const hits = response.hits.map((hit, i) => hitCard(hit, i + 1, body.mode, stems));
