@@ -32,20 +32,19 @@ def packaged_minilm_dir() -> Path:
 
 def on_this_install(stored: str) -> str:
     """A model folder a collection recorded, as this install reaches it. The packaged MiniLM's folder lies inside
-    the Python environment (site-packages), so a rebuilt `.venv`, a moved checkout, another Python or a container
-    that mounts the data directory has it at another path: a recorded folder that is no longer there and ends as
-    the packaged folder does is this install's packaged folder (the same weights, from the same pinned package).
+    a Python environment (site-packages), so a rebuilt `.venv`, a moved checkout, another Python or a container
+    that mounts the data directory has it at another path. A recorded packaged folder of any environment is this
+    install's packaged folder: the same weights from the same pinned package, served in the form this install
+    chooses (the collection's vectors were made by it), whether or not the other environment is still on disk.
     Anything else is returned as it is."""
     path = Path(stored)
-    if not path.is_absolute():
+    if not path.is_absolute() or len(path.parts) < 3 or path.parts[-3] not in ("site-packages", "dist-packages"):
         return stored
     try:
         here = packaged_minilm_dir()
     except FileNotFoundError:
         return stored
-    if path == here or path.parts[-2:] != here.parts[-2:] or path.is_dir():
-        return stored
-    return str(here)
+    return str(here) if path.parts[-2:] == here.parts[-2:] else stored
 
 
 def resolve_torch_dir(name: str | os.PathLike[str]) -> Path:

