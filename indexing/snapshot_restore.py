@@ -31,7 +31,7 @@ from indexing.reindex import job_alive
 from indexing.snapshot_format import SnapshotInvalid, read_manifest_member
 from indexing.store import CollectionStore, open_collection
 from models import EmbedderCache
-from velaio.files import fsync_dir, fsync_tree, write_atomic
+from velaio.files import from_data_dir, fsync_dir, fsync_tree, write_atomic
 
 log = logging.getLogger("vela.snapshots")
 RESTORE_PREFIX = ".restore-"  # <collections>/.restore-<job id>/: a restore being built
@@ -168,15 +168,15 @@ def restore_snapshot(
     try:
         result = _restore(job_id, spec, jobs, collections, embedders, progress, cancelled)
     except Exception:  # the job ends, failed or cancelled (a kill ends nothing: its re-run needs the file)
-        _drop_upload(spec)
+        _drop_upload(spec, collections)
         raise
-    _drop_upload(spec)
+    _drop_upload(spec, collections)
     return result
 
 
-def _drop_upload(spec: dict[str, Any]) -> None:
+def _drop_upload(spec: dict[str, Any], collections: CollectionStore) -> None:
     if spec.get("upload"):
-        Path(spec["snapshot"]).unlink(missing_ok=True)
+        from_data_dir(spec["snapshot"], collections.data_dir).unlink(missing_ok=True)
 
 
 def _restore(
@@ -193,7 +193,7 @@ def _restore(
     if restored_by(collections, into, prior.get("created_at")):
         return prior
     _refuse_existing(collections, into)
-    source = Path(spec["snapshot"])
+    source = from_data_dir(spec["snapshot"], collections.data_dir)
     if not source.is_file():
         raise SnapshotInvalid("the snapshot is gone (deleted since the restore was asked for)")
     tmp = collections.root / f"{RESTORE_PREFIX}{job_id}"

@@ -46,7 +46,7 @@ from indexing.snapshot_format import (
 from indexing.snapshot_restore import JobCancelled, restore_snapshot
 from indexing.store import CollectionStore
 from models import EmbedderCache
-from velaio.files import connect_sqlite, fsync_dir
+from velaio.files import connect_sqlite, from_data_dir, fsync_dir
 
 log = logging.getLogger("vela.snapshots")
 BACKUP_PAGES = 1024  # SQLite pages copied per backup step (4 MiB): progress and heartbeats between steps
@@ -214,7 +214,7 @@ def write_snapshot(
     cancelled: Callable[[], bool],
 ) -> dict[str, Any]:
     coll = collections.get(spec["collection"])  # CollectionNotFound: the job is cancelled (deleted meanwhile)
-    folder = Path(spec["dir"]) / coll.name
+    folder = from_data_dir(spec["dir"], collections.data_dir) / coll.name
     folder.mkdir(parents=True, exist_ok=True)
     sweep_folder(folder, jobs)
     name = str((jobs.get(job_id).result or {}).get("snapshot") or new_name(coll.name))

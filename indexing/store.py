@@ -58,6 +58,7 @@ class CollectionStore:
     """All collections under `<data_dir>/collections/`, opened once and shared."""
 
     def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
         self.root = data_dir / "collections"
         self.root.mkdir(parents=True, exist_ok=True)
         self.aliases = AliasStore(data_dir)  # names that point at a collection; `resolve` follows them

@@ -36,6 +36,7 @@ from service.model_registry import (
 )
 from service.settings import Settings
 from service.state import AppState
+from velaio.files import in_data_dir
 
 RESTORE_KINDS = frozenset({JobKind.RESTORE})
 
@@ -70,7 +71,9 @@ def submit_snapshot(*, state: AppState, collection: str) -> Job:
     stored = coll.settings.embedder
     spec = {
         "collection": coll.name,
-        "dir": str(snapshots_root(state.settings)),  # the server's folder, resolved where the listing reads it
+        # the server's folder, resolved where the listing reads it; inside the data directory, recorded relative
+        # to it, so that a data directory moved while the job is queued gets the snapshot where it lists them
+        "dir": in_data_dir(snapshots_root(state.settings), state.settings.data_dir),
         "embedder": stored,
         "embedder_name": public_model_name(settings=state.settings, stored=stored),
     }
@@ -193,7 +196,8 @@ def submit_restore(*, state: AppState, collection: str, snapshot: str, into: str
         return same
     check_new_name(state=state, into=into)
     model = restore_model(state=state, manifest=read_manifest(path))
-    spec = {"snapshot": str(path), "sha256": info.sha256, "into": into, "embedder": model}
+    snapshot = in_data_dir(path, state.settings.data_dir)
+    spec = {"snapshot": snapshot, "sha256": info.sha256, "into": into, "embedder": model}
     return queue_restore(state=state, spec=spec)[0]
 
 

@@ -21,6 +21,7 @@ from indexing.jobs import Job, JobKind, JobNotFound
 from indexing.snapshot_format import read_manifest
 from service.snapshot_api import check_new_name, earlier_restore, queue_restore, restore_model, snapshots_root
 from service.state import AppState
+from velaio.files import from_data_dir, in_data_dir
 
 UPLOADS = ".uploads"  # <snapshots dir>/.uploads/<uuid>.tar: an uploaded snapshot until its restore ends
 
@@ -62,10 +63,10 @@ def _sweep_locked(folder: Path, state: AppState) -> None:
             payload = state.jobs.payload(job_id) if state.jobs.get(job_id).kind == JobKind.RESTORE else []
         except JobNotFound:
             continue
-        if payload:
-            needed.add(str(payload[0].get("snapshot")))
+        if payload and payload[0].get("snapshot"):
+            needed.add(str(from_data_dir(str(payload[0]["snapshot"]), state.settings.data_dir).resolve()))
     for entry in folder.iterdir():
-        if str(entry) in needed or entry.name == SWEEP_LOCK:
+        if str(entry.resolve()) in needed or entry.name == SWEEP_LOCK:
             continue
         with contextlib.suppress(FileNotFoundError), open(entry, "rb") as f:
             try:
@@ -94,7 +95,8 @@ async def submit_upload(*, state: AppState, into: str, body: AsyncIterator[bytes
         await to_thread.run_sync(f.flush)
         manifest = await to_thread.run_sync(read_manifest, path)
         model = restore_model(state=state, manifest=manifest)
-        spec = {"snapshot": str(path), "sha256": sha256, "into": into, "embedder": model, "upload": True}
+        snapshot = in_data_dir(path, state.settings.data_dir)
+        spec = {"snapshot": snapshot, "sha256": sha256, "into": into, "embedder": model, "upload": True}
         job, new = await to_thread.run_sync(_queued_unlocked, folder, f, lambda: queue_restore(state=state, spec=spec))
         if not new:  # the same upload, sent twice at once: the other one's file is restored
             path.unlink(missing_ok=True)

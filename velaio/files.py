@@ -34,6 +34,19 @@ def fsync_tree(root: Path) -> None:
         fsync_dir(Path(dirpath))
 
 
+def in_data_dir(path: Path, data_dir: Path) -> str:
+    """A path a queued job records: relative to the data directory where it lies inside it, so that the job still
+    finds it (and writes nowhere else) after the data directory is moved or mounted elsewhere; else absolute."""
+    path, data_dir = path.expanduser().resolve(), data_dir.expanduser().resolve()
+    return str(path.relative_to(data_dir)) if path.is_relative_to(data_dir) else str(path)
+
+
+def from_data_dir(recorded: str, data_dir: Path) -> Path:
+    """A path `in_data_dir` recorded, in the data directory the job runs against (absolute ones as they are)."""
+    path = Path(recorded)
+    return path if path.is_absolute() else data_dir / path
+
+
 def write_atomic(path: Path, data: bytes) -> None:
     """Write `data` to a temp file beside `path`, fsync it, rename it over `path`, fsync the directory:
     a reader sees the old bytes or the new ones, never a mix, and a crash leaves one of the two."""
