@@ -1,7 +1,8 @@
 """Pure ASGI guards that run before FastAPI sees a request (no BaseHTTPMiddleware task or stream per request).
 
-Outermost first: `request_guard` (request id, Server-Timing, deadline, catch-all), `require_key` (API keys, checked
-before a single body byte is read), `limit_body` (declared and streamed size, slow bodies).
+Outermost first: `request_guard` (request id, Server-Timing, deadline, catch-all, large bodies sent in pieces),
+`require_key` (API keys, checked before a single body byte is read), `limit_body` (declared and streamed size,
+slow bodies).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -31,6 +32,11 @@ _CLIENT_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 # by its rate, a computation by the deadline (it moves no bytes while it runs).
 TRANSFER_WINDOW_S = 5.0
 TRANSFER_MIN_BYTES = 256 * 1024  # per window: about 51 KiB/s
+# A response body over this goes to the server in pieces of this size. The server waits for the client to take the
+# previous piece before it takes the next, so the handler's task lasts as long as the transfer does: the deadline
+# above watches it, and what is buffered for one client is a piece or two, not the whole body. (Given the whole body
+# at once, the server buffered all of it and the task ended: a client that did not read held it for ever.)
+RESPONSE_PIECE_BYTES = 64 * 1024
 
 
 def request_guard(
@@ -40,13 +46,15 @@ def request_guard(
     window_s: float = TRANSFER_WINDOW_S,
     min_bytes: int = TRANSFER_MIN_BYTES,
     access_log: bool = False,
+    piece_bytes: int = RESPONSE_PIECE_BYTES,
 ) -> ASGIApp:
     """Gives every request an id (the X-Request-ID response header, `request_id` of error bodies and error logs),
     a Server-Timing header (service/timing.py: the stages the request went through, in ms), a deadline (503
     `timeout` when it passes, or the connection closed when the response had begun) and turns any unhandled
     exception into a 500 in the error shape. A request still transferring at its deadline goes on while each
     `window_s` moves `min_bytes` of body in or out. With `access_log`, each request ends with one log line
-    (`vela.access`: method, path, status, ms, request id; status 0 when no response was sent)."""
+    (`vela.access`: method, path, status, ms, request id; status 0 when no response was sent). A response body
+    over `piece_bytes` is sent in pieces of that size (RESPONSE_PIECE_BYTES), so that its transfer is watched too."""
 
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -87,8 +95,9 @@ def request_guard(
             if answered:  # the deadline answered already; the late handler's response goes nowhere
                 return
             started = started or message["type"] == "http.response.start"
-            await send(tagged(message))
-            moved += len(message.get("body", b""))
+            for piece in _pieces(tagged(message), piece_bytes):
+                await send(piece)  # waits while the client has not taken what was sent before
+                moved += len(piece.get("body", b""))
 
         handler = app
         too_long = URI_TOO_LONG in scope.get("extensions", {}) or len(scope.get("raw_path") or b"") > MAX_PARSED_URL
@@ -136,6 +145,18 @@ def request_guard(
             REQUEST_ID.reset(token)
 
     return middleware
+
+
+def _pieces(message: Message, size: int) -> Iterator[Message]:
+    """A response body message as messages of at most `size` body bytes (other messages as they are)."""
+    body = message.get("body", b"")
+    if message["type"] != "http.response.body" or len(body) <= size:
+        yield message
+        return
+    more = message.get("more_body", False)
+    for start in range(0, len(body), size):
+        end = start + size
+        yield {**message, "body": body[start:end], "more_body": more or end < len(body)}
 
 
 def _log_access(scope: Scope, status: int, began: float, rid: str) -> None:
