@@ -209,20 +209,36 @@ def require_key(app: ASGIApp, *, keys: frozenset[str], public: frozenset[str]) -
     return middleware
 
 
-def limit_body(app: ASGIApp, *, max_bytes: int, timeout_s: float) -> ASGIApp:
+def limit_body(
+    app: ASGIApp,
+    *,
+    max_bytes: int,
+    timeout_s: float,
+    max_json_bytes: int | None = None,
+    raw_paths: frozenset[str] = frozenset(),
+) -> ASGIApp:
     """Refuses a declared body over the limit before reading it, counts the bytes of a streamed (chunked) body as
-    they arrive and stops at the limit (413), and gives up on a client that stops sending mid-body (408)."""
-    too_large = (
-        f"request body over {max_bytes} bytes (VELA_MAX_REQUEST_BYTES): split a batch into several requests; "
-        "a larger snapshot upload needs the limit raised"
+    they arrive and stops at the limit (413), and gives up on a client that stops sending mid-body (408).
+
+    The limit is `max_bytes` on `raw_paths` (bodies streamed to disk: a snapshot upload) and `max_json_bytes` (at
+    most `max_bytes`) everywhere else: a JSON body is parsed whole, on the event loop, before any other check, so
+    its size bounds how long one request can hold up every other request of the process."""
+    json_limit = max_bytes if max_json_bytes is None else min(max_json_bytes, max_bytes)
+    json_setting = "VELA_MAX_REQUEST_BYTES" if json_limit == max_bytes else "VELA_MAX_JSON_BYTES"
+    too_large_json = f"request body over {json_limit} bytes ({json_setting}): split a batch into several requests"
+    too_large_raw = (
+        f"request body over {max_bytes} bytes (VELA_MAX_REQUEST_BYTES): a larger snapshot upload needs the limit raised"
     )
 
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await app(scope, receive, send)
             return
-        length = Headers(scope=scope).get("content-length")
-        if length is not None and length.isdigit() and int(length) > max_bytes:
+        headers = Headers(scope=scope)
+        raw = scope["path"] in raw_paths
+        limit, too_large = (max_bytes, too_large_raw) if raw else (json_limit, too_large_json)
+        length = headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > limit:
             await error_response(413, "payload_too_large", too_large)(scope, receive, send)
             return
         received = 0
@@ -240,7 +256,7 @@ def limit_body(app: ASGIApp, *, max_bytes: int, timeout_s: float) -> ASGIApp:
                 ) from None
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > max_bytes:
+                if received > limit:
                     # FastAPI re-raises HTTPExceptions from the body read, so this becomes the 413 response.
                     raise ApiError(413, "payload_too_large", too_large)
                 complete = not message.get("more_body", False)
