@@ -3,11 +3,12 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from indexing.jobs import TERMINAL, Job, JobKind, JobNotFound, JobNotRetryable, JobStatus
+from service.api.json_body import JsonRoute
 from service.deps import State
 from service.errors import ApiError, shown
 from service.schemas import ErrorResponse, JobOut
 
-router = APIRouter(prefix="/jobs", tags=["jobs"])
+router = APIRouter(prefix="/jobs", tags=["jobs"], route_class=JsonRoute)
 # A snapshot or restore job records its file and collection before it makes them (so that a run again after a
 # crash makes the same ones): once it has failed or been cancelled, those were never made, and are not shown.
 _UNMADE = ({JobKind.SNAPSHOT, JobKind.RESTORE}, {JobStatus.FAILED, JobStatus.CANCELLED})
