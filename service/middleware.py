@@ -1,8 +1,8 @@
 """Pure ASGI guards that run before FastAPI sees a request (no BaseHTTPMiddleware task or stream per request).
 
 Outermost first: `request_guard` (request id, Server-Timing, deadline, catch-all, large bodies sent in pieces),
-`require_key` (API keys, checked before a single body byte is read), `limit_body` (declared and streamed size,
-slow bodies).
+`require_key` (API keys, checked before a single body byte is read), `limit_body` (content coding, declared and
+streamed size, slow bodies).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service import timing
-from service.errors import REQUEST_ID, ApiError, error_response, internal_error
+from service.errors import REQUEST_ID, ApiError, error_response, internal_error, shown
 from service.server import ABORT_CONNECTION, MAX_PARSED_URL, URI_TOO_LONG
 
 log = logging.getLogger("vela.service")
@@ -209,6 +209,13 @@ def require_key(app: ASGIApp, *, keys: frozenset[str], public: frozenset[str]) -
     return middleware
 
 
+def _encoded_body(headers: Headers) -> str | None:
+    """The content codings other than identity a request declares for its body (lowercased, joined), or None."""
+    codings = [c.strip().lower() for value in headers.getlist("content-encoding") for c in value.split(",")]
+    foreign = [c for c in codings if c and c != "identity"]
+    return ", ".join(foreign) if foreign else None
+
+
 def limit_body(
     app: ASGIApp,
     *,
@@ -217,8 +224,9 @@ def limit_body(
     max_json_bytes: int | None = None,
     raw_paths: frozenset[str] = frozenset(),
 ) -> ASGIApp:
-    """Refuses a declared body over the limit before reading it, counts the bytes of a streamed (chunked) body as
-    they arrive and stops at the limit (413), and gives up on a client that stops sending mid-body (408).
+    """Refuses a body in a content coding (415: the server decodes none), refuses a declared body over the limit
+    before reading it, counts the bytes of a streamed (chunked) body as they arrive and stops at the limit (413),
+    and gives up on a client that stops sending mid-body (408).
 
     The limit is `max_bytes` on `raw_paths` (bodies streamed to disk: a snapshot upload) and `max_json_bytes` (at
     most `max_bytes`) everywhere else: a JSON body is parsed whole, on the event loop, before any other check, so
@@ -235,6 +243,15 @@ def limit_body(
             await app(scope, receive, send)
             return
         headers = Headers(scope=scope)
+        coding = _encoded_body(headers)
+        if coding is not None:
+            message = (
+                f"request body in Content-Encoding {shown(coding)}: the server decodes none; send the body "
+                "uncompressed, without Content-Encoding"
+            )
+            refuse = error_response(415, "unsupported_encoding", message, headers={"Accept-Encoding": "identity"})
+            await refuse(scope, receive, send)
+            return
         raw = scope["path"] in raw_paths
         limit, too_large = (max_bytes, too_large_raw) if raw else (json_limit, too_large_json)
         length = headers.get("content-length")

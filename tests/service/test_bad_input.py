@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 
 import httpx
@@ -316,3 +317,29 @@ def test_options_that_apply_are_taken(small: httpx.Client) -> None:
         {"mode": "dense", "depth": 50},
     ):
         assert _search(small, **body).status_code == 200, body
+
+
+@pytest.mark.parametrize(
+    ("coding", "content"),
+    [
+        ("gzip", gzip.compress(UTF_BODY.encode())),  # compressed: was a "not UTF-8" 422
+        ("br", UTF_BODY.encode()),  # labelled but plain: was read as plain JSON
+        ("identity, gzip", gzip.compress(UTF_BODY.encode())),
+        ("GZIP", gzip.compress(UTF_BODY.encode())),
+    ],
+)
+def test_a_body_in_a_content_coding_is_415(small: httpx.Client, coding: str, content: bytes) -> None:
+    """The server decodes no content coding: a body that declares one is refused as such, before it is read."""
+    for path in ("/search", "/index", "/snapshots/upload?into=x"):
+        headers = {"content-type": "application/json", "content-encoding": coding}
+        r = small.post(path, content=content, headers=headers)
+        assert r.status_code == 415 and r.headers["accept-encoding"] == "identity", r.text
+        err = _error(r)
+        assert err["code"] == "unsupported_encoding" and "Content-Encoding" in err["message"], err
+        assert repr(coding.lower().removeprefix("identity, ")) in err["message"]
+
+
+def test_a_body_declared_identity_is_read_as_it_is(small: httpx.Client) -> None:
+    headers = {"content-type": "application/json", "content-encoding": "identity"}
+    r = small.post("/search", content=UTF_BODY.encode(), headers=headers)
+    assert r.status_code == 200 and r.json()["hits"][0]["id"] == "a", r.text
