@@ -170,10 +170,14 @@ def _swallow(task: asyncio.Future[None]) -> None:
         log.warning("request ended after its deadline with an error", exc_info=task.exception())
 
 
-def _given_key(scope: Scope) -> bytes | None:
-    """X-API-Key, else the credentials of `Authorization: Bearer`, as the raw bytes the client sent."""
+MISSING_KEY = "missing API key: send 'Authorization: Bearer <key>' or 'X-API-Key'"
+
+
+def _given_key(headers: Iterable[tuple[bytes, bytes]]) -> bytes | None:
+    """X-API-Key, else the credentials of `Authorization: Bearer`, as the raw bytes the client sent (each header
+    at most once: see key_refusal)."""
     bearer = None
-    for name, value in scope["headers"]:
+    for name, value in headers:
         name = name.lower()
         if name == b"x-api-key" and value:
             return bytes(value)
@@ -189,6 +193,20 @@ def key_matches(given: bytes, keys: Iterable[bytes]) -> bool:
     return any(hmac.compare_digest(given, k) for k in keys)
 
 
+def key_refusal(headers: Iterable[tuple[bytes, bytes]], keys: frozenset[bytes]) -> str | None:
+    """Why a request's headers do not carry one of `keys` (the 401's message), or None when they do. The one
+    check of the key middleware and of the per-route dependency: a request with two Authorization headers, or two
+    X-API-Key headers, is refused (servers and proxies differ on which of two they take)."""
+    headers = list(headers)
+    for header, shown_as in ((b"authorization", "Authorization"), (b"x-api-key", "X-API-Key")):
+        if sum(name.lower() == header for name, _ in headers) > 1:
+            return f"more than one {shown_as} header: send one API key"
+    given = _given_key(headers)
+    if given is None:
+        return MISSING_KEY
+    return None if key_matches(given, keys) else "invalid API key"
+
+
 def require_key(app: ASGIApp, *, keys: frozenset[str], public: frozenset[str]) -> ASGIApp:
     """With API keys set, every path outside `public` needs one. Checked on the headers alone, so an unauthenticated
     client cannot make the server read (and hold in memory) a body."""
@@ -196,13 +214,9 @@ def require_key(app: ASGIApp, *, keys: frozenset[str], public: frozenset[str]) -
 
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and encoded and scope["path"] not in public:
-            given = _given_key(scope)
-            if given is None:
-                message = "missing API key: send 'Authorization: Bearer <key>' or 'X-API-Key'"
-                await error_response(401, "unauthorized", message)(scope, receive, send)
-                return
-            if not key_matches(given, encoded):
-                await error_response(401, "unauthorized", "invalid API key")(scope, receive, send)
+            refusal = key_refusal(scope["headers"], encoded)
+            if refusal is not None:
+                await error_response(401, "unauthorized", refusal)(scope, receive, send)
                 return
         await app(scope, receive, send)
 
