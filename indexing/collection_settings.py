@@ -99,7 +99,7 @@ def check_schema(schema: dict[str, Any]) -> None:
 
 
 def validate_name(name: str) -> str:
-    if not NAME_RE.match(name):
+    if not NAME_RE.fullmatch(name):
         raise ValueError(
             "collection name must be 1-64 characters of letters, digits, '_', '-' or '.', "
             "starting with a letter or digit"

@@ -148,7 +148,9 @@ class CollectionStore:
             self._reader.join(5)
 
     def names(self) -> list[str]:
-        return sorted(p.name for p in self.root.iterdir() if NAME_RE.match(p.name) and (p / SETTINGS_FILE).is_file())
+        return sorted(
+            p.name for p in self.root.iterdir() if NAME_RE.fullmatch(p.name) and (p / SETTINGS_FILE).is_file()
+        )
 
     def resolve(self, name: str) -> str:
         """The collection a name means: the one an alias points at, else the name itself. Every lookup by name
@@ -171,7 +173,7 @@ class CollectionStore:
                 return self._open[name]
             self._forget(name)
         root = self.root / name
-        if not NAME_RE.match(name) or not (root / SETTINGS_FILE).is_file():
+        if not NAME_RE.fullmatch(name) or not (root / SETTINGS_FILE).is_file():
             raise CollectionNotFound(name)
         inode = root.stat().st_ino
         root = serving_root(root)  # the generation that serves (the collection's directory until a reindex)
@@ -200,7 +202,7 @@ class CollectionStore:
 
     def is_collection(self, name: str) -> bool:
         """Whether a collection (not an alias) has this name."""
-        return NAME_RE.match(name) is not None and (self.root / name / SETTINGS_FILE).is_file()
+        return NAME_RE.fullmatch(name) is not None and (self.root / name / SETTINGS_FILE).is_file()
 
     def create(self, settings: CollectionSettings) -> Collection:
         """Create a collection, or return the existing one if its settings agree."""

@@ -8,7 +8,7 @@ from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
 from service.errors import ApiError
-from service.middleware import key_matches
+from service.middleware import key_refusal
 from service.state import AppState
 
 _bearer = HTTPBearer(auto_error=False)
@@ -24,6 +24,7 @@ State = Annotated[AppState, Depends(get_state)]
 
 
 def require_api_key(
+    request: Request,
     state: State,
     bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
     header: Annotated[str | None, Depends(_header)],
@@ -31,13 +32,11 @@ def require_api_key(
     """With VELA_API_KEYS set, every resource route needs one of the keys (Bearer or X-API-Key).
 
     The `require_key` middleware has checked already, before the body was read; this dependency declares the
-    security schemes in the OpenAPI document and is a second check."""
+    security schemes in the OpenAPI document (`bearer`, `header`) and is a second check, the same one, on the raw
+    headers: FastAPI's schemes would read the first of two Authorization headers where the check reads the last."""
     keys = state.settings.api_key_set
     if not keys:
         return
-    given = header or (bearer.credentials if bearer else None)
-    if given is None:
-        raise ApiError(401, "unauthorized", "missing API key: send 'Authorization: Bearer <key>' or 'X-API-Key'")
-    # Starlette decodes header values as latin-1: encoding back gives the bytes the client sent.
-    if not key_matches(given.encode("latin-1"), (k.encode("utf-8") for k in keys)):
-        raise ApiError(401, "unauthorized", "invalid API key")
+    refusal = key_refusal(request.scope["headers"], frozenset(k.encode("utf-8") for k in keys))
+    if refusal is not None:
+        raise ApiError(401, "unauthorized", refusal)

@@ -73,7 +73,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # included), the request guard (id, deadline, catch-all), the key check (before any body byte is read), then
     # the body limits.
     app.add_middleware(
-        _Wrap, factory=partial(limit_body, max_bytes=settings.max_request_bytes, timeout_s=settings.body_timeout_s)
+        _Wrap,
+        factory=partial(
+            limit_body,
+            max_bytes=settings.max_request_bytes,
+            timeout_s=settings.body_timeout_s,
+            max_json_bytes=settings.max_json_bytes,
+            raw_paths=frozenset({snapshots.UPLOAD_PATH}),  # streamed to disk; every other body is JSON
+        ),
     )
     app.add_middleware(_Wrap, factory=partial(require_key, keys=settings.api_key_set, public=public_paths(settings)))
     app.add_middleware(

@@ -1,7 +1,8 @@
 """Pure ASGI guards that run before FastAPI sees a request (no BaseHTTPMiddleware task or stream per request).
 
-Outermost first: `request_guard` (request id, Server-Timing, deadline, catch-all), `require_key` (API keys, checked
-before a single body byte is read), `limit_body` (declared and streamed size, slow bodies).
+Outermost first: `request_guard` (request id, Server-Timing, deadline, catch-all, large bodies sent in pieces),
+`require_key` (API keys, checked before a single body byte is read), `limit_body` (content coding, declared and
+streamed size, slow bodies).
 """
 
 from __future__ import annotations
@@ -12,13 +13,13 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service import timing
-from service.errors import REQUEST_ID, ApiError, error_response, internal_error
+from service.errors import REQUEST_ID, ApiError, error_response, internal_error, shown
 from service.server import ABORT_CONNECTION, MAX_PARSED_URL, URI_TOO_LONG
 
 log = logging.getLogger("vela.service")
@@ -31,6 +32,11 @@ _CLIENT_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 # by its rate, a computation by the deadline (it moves no bytes while it runs).
 TRANSFER_WINDOW_S = 5.0
 TRANSFER_MIN_BYTES = 256 * 1024  # per window: about 51 KiB/s
+# A response body over this goes to the server in pieces of this size. The server waits for the client to take the
+# previous piece before it takes the next, so the handler's task lasts as long as the transfer does: the deadline
+# above watches it, and what is buffered for one client is a piece or two, not the whole body. (Given the whole body
+# at once, the server buffered all of it and the task ended: a client that did not read held it for ever.)
+RESPONSE_PIECE_BYTES = 64 * 1024
 
 
 def request_guard(
@@ -40,13 +46,15 @@ def request_guard(
     window_s: float = TRANSFER_WINDOW_S,
     min_bytes: int = TRANSFER_MIN_BYTES,
     access_log: bool = False,
+    piece_bytes: int = RESPONSE_PIECE_BYTES,
 ) -> ASGIApp:
     """Gives every request an id (the X-Request-ID response header, `request_id` of error bodies and error logs),
     a Server-Timing header (service/timing.py: the stages the request went through, in ms), a deadline (503
     `timeout` when it passes, or the connection closed when the response had begun) and turns any unhandled
     exception into a 500 in the error shape. A request still transferring at its deadline goes on while each
     `window_s` moves `min_bytes` of body in or out. With `access_log`, each request ends with one log line
-    (`vela.access`: method, path, status, ms, request id; status 0 when no response was sent)."""
+    (`vela.access`: method, path, status, ms, request id; status 0 when no response was sent). A response body
+    over `piece_bytes` is sent in pieces of that size (RESPONSE_PIECE_BYTES), so that its transfer is watched too."""
 
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -87,8 +95,9 @@ def request_guard(
             if answered:  # the deadline answered already; the late handler's response goes nowhere
                 return
             started = started or message["type"] == "http.response.start"
-            await send(tagged(message))
-            moved += len(message.get("body", b""))
+            for piece in _pieces(tagged(message), piece_bytes):
+                await send(piece)  # waits while the client has not taken what was sent before
+                moved += len(piece.get("body", b""))
 
         handler = app
         too_long = URI_TOO_LONG in scope.get("extensions", {}) or len(scope.get("raw_path") or b"") > MAX_PARSED_URL
@@ -138,6 +147,18 @@ def request_guard(
     return middleware
 
 
+def _pieces(message: Message, size: int) -> Iterator[Message]:
+    """A response body message as messages of at most `size` body bytes (other messages as they are)."""
+    body = message.get("body", b"")
+    if message["type"] != "http.response.body" or len(body) <= size:
+        yield message
+        return
+    more = message.get("more_body", False)
+    for start in range(0, len(body), size):
+        end = start + size
+        yield {**message, "body": body[start:end], "more_body": more or end < len(body)}
+
+
 def _log_access(scope: Scope, status: int, began: float, rid: str) -> None:
     ms = round((time.perf_counter() - began) * 1000, 2)
     fields = {"method": scope.get("method"), "path": scope.get("path"), "status": status, "ms": ms, "request_id": rid}
@@ -149,10 +170,14 @@ def _swallow(task: asyncio.Future[None]) -> None:
         log.warning("request ended after its deadline with an error", exc_info=task.exception())
 
 
-def _given_key(scope: Scope) -> bytes | None:
-    """X-API-Key, else the credentials of `Authorization: Bearer`, as the raw bytes the client sent."""
+MISSING_KEY = "missing API key: send 'Authorization: Bearer <key>' or 'X-API-Key'"
+
+
+def _given_key(headers: Iterable[tuple[bytes, bytes]]) -> bytes | None:
+    """X-API-Key, else the credentials of `Authorization: Bearer`, as the raw bytes the client sent (each header
+    at most once: see key_refusal)."""
     bearer = None
-    for name, value in scope["headers"]:
+    for name, value in headers:
         name = name.lower()
         if name == b"x-api-key" and value:
             return bytes(value)
@@ -168,6 +193,20 @@ def key_matches(given: bytes, keys: Iterable[bytes]) -> bool:
     return any(hmac.compare_digest(given, k) for k in keys)
 
 
+def key_refusal(headers: Iterable[tuple[bytes, bytes]], keys: frozenset[bytes]) -> str | None:
+    """Why a request's headers do not carry one of `keys` (the 401's message), or None when they do. The one
+    check of the key middleware and of the per-route dependency: a request with two Authorization headers, or two
+    X-API-Key headers, is refused (servers and proxies differ on which of two they take)."""
+    headers = list(headers)
+    for header, shown_as in ((b"authorization", "Authorization"), (b"x-api-key", "X-API-Key")):
+        if sum(name.lower() == header for name, _ in headers) > 1:
+            return f"more than one {shown_as} header: send one API key"
+    given = _given_key(headers)
+    if given is None:
+        return MISSING_KEY
+    return None if key_matches(given, keys) else "invalid API key"
+
+
 def require_key(app: ASGIApp, *, keys: frozenset[str], public: frozenset[str]) -> ASGIApp:
     """With API keys set, every path outside `public` needs one. Checked on the headers alone, so an unauthenticated
     client cannot make the server read (and hold in memory) a body."""
@@ -175,33 +214,62 @@ def require_key(app: ASGIApp, *, keys: frozenset[str], public: frozenset[str]) -
 
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and encoded and scope["path"] not in public:
-            given = _given_key(scope)
-            if given is None:
-                message = "missing API key: send 'Authorization: Bearer <key>' or 'X-API-Key'"
-                await error_response(401, "unauthorized", message)(scope, receive, send)
-                return
-            if not key_matches(given, encoded):
-                await error_response(401, "unauthorized", "invalid API key")(scope, receive, send)
+            refusal = key_refusal(scope["headers"], encoded)
+            if refusal is not None:
+                await error_response(401, "unauthorized", refusal)(scope, receive, send)
                 return
         await app(scope, receive, send)
 
     return middleware
 
 
-def limit_body(app: ASGIApp, *, max_bytes: int, timeout_s: float) -> ASGIApp:
-    """Refuses a declared body over the limit before reading it, counts the bytes of a streamed (chunked) body as
-    they arrive and stops at the limit (413), and gives up on a client that stops sending mid-body (408)."""
-    too_large = (
-        f"request body over {max_bytes} bytes (VELA_MAX_REQUEST_BYTES): split a batch into several requests; "
-        "a larger snapshot upload needs the limit raised"
+def _encoded_body(headers: Headers) -> str | None:
+    """The content codings other than identity a request declares for its body (lowercased, joined), or None."""
+    codings = [c.strip().lower() for value in headers.getlist("content-encoding") for c in value.split(",")]
+    foreign = [c for c in codings if c and c != "identity"]
+    return ", ".join(foreign) if foreign else None
+
+
+def limit_body(
+    app: ASGIApp,
+    *,
+    max_bytes: int,
+    timeout_s: float,
+    max_json_bytes: int | None = None,
+    raw_paths: frozenset[str] = frozenset(),
+) -> ASGIApp:
+    """Refuses a body in a content coding (415: the server decodes none), refuses a declared body over the limit
+    before reading it, counts the bytes of a streamed (chunked) body as they arrive and stops at the limit (413),
+    and gives up on a client that stops sending mid-body (408).
+
+    The limit is `max_bytes` on `raw_paths` (bodies streamed to disk: a snapshot upload) and `max_json_bytes` (at
+    most `max_bytes`) everywhere else: a JSON body is parsed whole, on the event loop, before any other check, so
+    its size bounds how long one request can hold up every other request of the process."""
+    json_limit = max_bytes if max_json_bytes is None else min(max_json_bytes, max_bytes)
+    json_setting = "VELA_MAX_REQUEST_BYTES" if json_limit == max_bytes else "VELA_MAX_JSON_BYTES"
+    too_large_json = f"request body over {json_limit} bytes ({json_setting}): split a batch into several requests"
+    too_large_raw = (
+        f"request body over {max_bytes} bytes (VELA_MAX_REQUEST_BYTES): a larger snapshot upload needs the limit raised"
     )
 
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await app(scope, receive, send)
             return
-        length = Headers(scope=scope).get("content-length")
-        if length is not None and length.isdigit() and int(length) > max_bytes:
+        headers = Headers(scope=scope)
+        coding = _encoded_body(headers)
+        if coding is not None:
+            message = (
+                f"request body in Content-Encoding {shown(coding)}: the server decodes none; send the body "
+                "uncompressed, without Content-Encoding"
+            )
+            refuse = error_response(415, "unsupported_encoding", message, headers={"Accept-Encoding": "identity"})
+            await refuse(scope, receive, send)
+            return
+        raw = scope["path"] in raw_paths
+        limit, too_large = (max_bytes, too_large_raw) if raw else (json_limit, too_large_json)
+        length = headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > limit:
             await error_response(413, "payload_too_large", too_large)(scope, receive, send)
             return
         received = 0
@@ -219,7 +287,7 @@ def limit_body(app: ASGIApp, *, max_bytes: int, timeout_s: float) -> ASGIApp:
                 ) from None
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > max_bytes:
+                if received > limit:
                     # FastAPI re-raises HTTPExceptions from the body read, so this becomes the 413 response.
                     raise ApiError(413, "payload_too_large", too_large)
                 complete = not message.get("more_body", False)

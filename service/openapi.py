@@ -66,18 +66,20 @@ def use_error_model_for_422(spec: dict[str, Any]) -> dict[str, Any]:
 # (docs/api.md, Errors): declared on every operation that does not declare its own.
 _BODY_ERRORS = {
     "408": "request_timeout: the request body did not arrive in time (VELA_BODY_TIMEOUT_S)",
-    "413": "payload_too_large: the body is over VELA_MAX_REQUEST_BYTES, or the work asked for over a limit",
+    "413": "payload_too_large: the body is over VELA_MAX_JSON_BYTES, or the work asked for over a limit",
 }
 _ANY_ERRORS = {
-    # A declared Content-Length over the limit is refused on any route, a GET's included, before it is read.
-    "413": "payload_too_large: a declared body over VELA_MAX_REQUEST_BYTES (refused before it is read)",
+    # A declared Content-Length over the limit, or a declared content coding, is refused on any route, a GET's
+    # included, before the body is read.
+    "413": "payload_too_large: a declared body over VELA_MAX_JSON_BYTES (refused before it is read)",
+    "415": "unsupported_encoding: a Content-Encoding other than identity (the server decodes none)",
     "500": "internal: an unexpected error, logged with the request id (never a traceback in the answer)",
     "503": "unavailable, not_ready or timeout: the server is starting, overloaded or past its deadline",
 }
 
 
 def declare_common_errors(spec: dict[str, Any]) -> dict[str, Any]:
-    """`spec` with 408 and 413 on every operation that takes a body, and 413, 500 and 503 on every operation,
+    """`spec` with 408 and 413 on every operation that takes a body, and 413, 415, 500 and 503 on every operation,
     where missing. (414 and 431 come before any route is matched: docs/api.md lists them.)"""
     for operations in spec.get("paths", {}).values():
         for operation in operations.values():

@@ -31,7 +31,14 @@ class Settings(IndexingSettings):
     max_document_bytes: int = Field(1_000_000, ge=1, description="largest document text, in UTF-8 bytes")
     max_batch_documents: int = Field(10_000, ge=1, description="most documents in one /index request")
     max_batch_queries: int = Field(256, ge=1, description="most queries in one /search/batch request")
-    max_request_bytes: int = Field(256 * 1024 * 1024, ge=1024, description="largest request body")
+    max_request_bytes: int = Field(
+        256 * 1024 * 1024, ge=1024, description="largest request body (a snapshot upload; JSON bodies: max_json_bytes)"
+    )
+    max_json_bytes: int = Field(
+        32 * 1024 * 1024,
+        ge=1024,
+        description="largest JSON request body (every route but the snapshot upload): it is parsed on the event loop",
+    )
     chunk_tokens: int = Field(224, ge=16, description="content tokens per passage of new collections")
     chunk_overlap: int = Field(32, ge=0, description="tokens shared by consecutive passages")
     small_dim: int = Field(256, ge=8, description="Matryoshka prefix dims of the small dense index")

@@ -3,16 +3,21 @@ keys, odd document ids, malformed bodies and oversized or deep metadata each get
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
 import pytest
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from starlette.exceptions import HTTPException
 
+from service import deps
 from service.documents import submit_upsert
+from service.middleware import key_refusal, require_key
 from tests.service.conftest import running_app, running_server, wait_job
 
 DOCS = [
@@ -119,6 +124,71 @@ def test_non_ascii_api_keys_are_compared_as_bytes(tmp_path: Path) -> None:
                 assert r.json()["error"]["code"] == "unauthorized"
         assert client.get("/collections", headers={b"X-API-Key": "clé-1".encode()}).status_code == 200
         assert client.get("/collections", headers={b"Authorization": b"Bearer " + "clé-1".encode()}).status_code == 200
+
+
+HEADER_SETS = [
+    [(b"authorization", b"Bearer k1")],
+    [(b"x-api-key", b"k2")],
+    [(b"x-api-key", b"k1"), (b"authorization", b"Bearer wrong")],  # one of each: X-API-Key is the one taken
+    [(b"authorization", b"Basic azE6"), (b"x-api-key", b"k1")],
+    [(b"authorization", b"Bearer k1"), (b"authorization", b"Bearer k2")],
+    [(b"authorization", b"Bearer k1"), (b"authorization", b"Bearer wrong")],
+    [(b"authorization", b"Bearer wrong"), (b"authorization", b"Bearer k1")],
+    [(b"x-api-key", b"k1"), (b"x-api-key", b"k2")],
+    [(b"x-api-key", b""), (b"x-api-key", b"k1")],
+    [(b"authorization", b"Bearer wrong")],
+    [],
+]
+TWO_HEADERS = {4, 5, 6, 7, 8}
+
+
+@pytest.mark.parametrize("i", range(len(HEADER_SETS)))
+def test_the_key_middleware_and_the_route_dependency_decide_alike(i: int) -> None:
+    """Both read the key with the one function: with two Authorization headers, one took the last and the other
+    the first. Two of either header are refused."""
+    headers = HEADER_SETS[i]
+    scope = {"type": "http", "method": "GET", "path": "/collections", "headers": headers, "query_string": b""}
+    answered: list[int] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        answered.append(200)
+
+    async def send(message: Any) -> None:
+        if message["type"] == "http.response.start":
+            answered.append(message["status"])
+
+    async def receive() -> Any:
+        return {"type": "http.request", "body": b""}
+
+    async def dependency() -> int:
+        request = Request(scope)
+        state = SimpleNamespace(settings=SimpleNamespace(api_key_set=frozenset({"k1", "k2"})))
+        try:
+            bearer, header = await deps._bearer(request), await deps._header(request)
+            deps.require_api_key(request, state, bearer, header)  # type: ignore[arg-type]
+        except HTTPException as exc:
+            return exc.status_code
+        return 200
+
+    asyncio.run(require_key(app, keys=frozenset({"k1", "k2"}), public=frozenset())(scope, receive, send))
+    assert answered == [asyncio.run(dependency())] == [200 if i < 4 else 401]
+    if i in TWO_HEADERS:
+        name = "Authorization" if headers[0][0] == b"authorization" else "X-API-Key"
+        assert key_refusal(headers, frozenset({b"k1", b"k2"})) == f"more than one {name} header: send one API key"
+
+
+def test_two_authorization_headers_are_refused_even_with_two_good_keys(tmp_path: Path) -> None:
+    with running_server(tmp_path, api_keys="k1,k2") as client:
+        for headers in (
+            [("Authorization", "Bearer k1"), ("Authorization", "Bearer k2")],
+            [("X-API-Key", "k1"), ("X-API-Key", "k2")],
+        ):
+            r = client.get("/collections", headers=headers)
+            assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer", r.text
+            error = r.json()["error"]
+            assert error["code"] == "unauthorized" and error["message"].startswith("more than one ")
+            assert client.get("/healthz", headers=headers).status_code == 200  # a public path reads no key
+        assert client.get("/collections", headers=[("X-API-Key", "k1"), ("Authorization", "Bearer k2")]).is_success
 
 
 # --- document ids -----------------------------------------------------------------------------------------------

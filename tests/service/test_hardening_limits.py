@@ -248,3 +248,37 @@ def test_a_large_batch_does_not_starve_a_single_query() -> None:
     assert single_pass < last_big_pass, rec.passes  # served while the big batch was still being encoded
     np.testing.assert_array_equal(results["big"][:, 0], np.arange(64))  # each request gets its own rows, in order
     np.testing.assert_array_equal(results["single"], [[1000.0]])
+
+
+def test_a_json_body_has_its_own_smaller_limit_and_a_snapshot_upload_the_large_one(tmp_path: Path) -> None:
+    """A JSON body is parsed whole on the event loop, holding up the process's other requests meanwhile: it is
+    bounded by VELA_MAX_JSON_BYTES (32 MiB by default), refused before it is read when declared and as soon as it
+    passes the limit when streamed. A snapshot upload, streamed to disk, keeps VELA_MAX_REQUEST_BYTES."""
+    assert Settings(data_dir=tmp_path).max_json_bytes == 32 * 1024 * 1024
+    with running_server(tmp_path, max_json_bytes=4096, max_request_bytes=65_536) as client:
+        json_413 = "request body over 4096 bytes (VELA_MAX_JSON_BYTES): split a batch into several requests"
+        with _connect(client) as sock:  # declared: answered on the headers, the body never sent
+            sock.sendall(
+                b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 5000\r\n\r\n"
+            )
+            status, body = _read_response(sock)
+        assert status == 413 and body["error"]["code"] == "payload_too_large"
+        assert body["error"]["message"] == json_413
+        with _connect(client) as sock:  # streamed: refused once past the limit, without waiting for the rest
+            sock.sendall(
+                b"POST /index HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\n"
+            )
+            for _ in range(5):
+                sock.sendall(b"3e8\r\n" + b" " * 1000 + b"\r\n")
+            status, body = _read_response(sock)
+        assert status == 413 and body["error"]["message"] == json_413
+        within = {"collection": "none", "query": "x" * 3000}
+        assert client.post("/search", json=within).json()["error"]["code"] == "collection_not_found"
+        # A 10,000-byte upload is read (and found to be no snapshot); one past VELA_MAX_REQUEST_BYTES is not.
+        r = client.post("/snapshots/upload", params={"into": "u"}, content=b"x" * 10_000)
+        assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_snapshot", r.text
+        r = client.post("/snapshots/upload", params={"into": "u"}, content=b"x" * 70_000)
+        assert r.status_code == 413 and r.json()["error"]["message"].startswith(
+            "request body over 65536 bytes (VELA_MAX_REQUEST_BYTES): a larger snapshot upload"
+        )

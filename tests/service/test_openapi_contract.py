@@ -214,18 +214,22 @@ def test_every_body_can_be_413_and_408_and_every_operation_503(server: httpx.Cli
 
 
 def test_what_any_operation_may_answer_is_declared_on_every_one(server: httpx.Client) -> None:
-    """A declared body over the limit is 413 on a GET too, and any operation can fail with a 500 or a 503: the
-    document said so only for some."""
+    """A declared body over the limit is 413 on a GET too, as is a declared content coding 415, and any operation
+    can fail with a 500 or a 503: the document said so only for some."""
     spec = server.get("/openapi.json").json()
     for path, operations in spec["paths"].items():
         for method, operation in operations.items():
-            assert {"413", "500", "503"} <= set(operation["responses"]), (method, path)
-    with socket.create_connection((server.base_url.host, server.base_url.port or 80), timeout=30) as sock:
-        sock.sendall(b"GET /collections HTTP/1.1\r\nHost: x\r\nContent-Length: 300000000\r\nConnection: close\r\n\r\n")
-        data = b""
-        while chunk := sock.recv(65536):
-            data += chunk
-    assert data.split(b" ")[1] == b"413" and b'"payload_too_large"' in data, data[:200]
+            assert {"413", "415", "500", "503"} <= set(operation["responses"]), (method, path)
+    for head, status, code in (
+        (b"Content-Length: 300000000", b"413", b'"payload_too_large"'),
+        (b"Content-Encoding: gzip", b"415", b'"unsupported_encoding"'),
+    ):
+        with socket.create_connection((server.base_url.host, server.base_url.port or 80), timeout=30) as sock:
+            sock.sendall(b"GET /collections HTTP/1.1\r\nHost: x\r\n" + head + b"\r\nConnection: close\r\n\r\n")
+            data = b""
+            while chunk := sock.recv(65536):
+                data += chunk
+        assert data.split(b" ")[1] == status and code in data, data[:200]
     metrics = spec["paths"]["/metrics"]["get"]["responses"]["200"]["content"]
     assert list(metrics) == ["text/plain"]
     head = server.head("/metrics")

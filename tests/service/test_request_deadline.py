@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import select
+import socket
+from pathlib import Path
 from typing import Any
 
+import pytest
 from starlette.types import Message, Receive, Scope, Send
 
+import service.server as server_mod
 from service.middleware import request_guard
 from service.server import ABORT_CONNECTION
+from tests.service.conftest import running_server, wait_job
 
 CHUNK = 64 * 1024
 SCOPE: Scope = {"type": "http", "method": "GET", "path": "/x", "headers": []}
@@ -110,3 +116,66 @@ def test_a_stalled_download_drops_its_connection() -> None:
 
     asyncio.run(request_guard(stalls, timeout_s=0.5, window_s=0.2, min_bytes=CHUNK)(scope, receive, send))
     assert aborted == [True]
+
+
+def test_a_large_body_goes_out_in_pieces_and_a_small_one_as_it_was() -> None:
+    """The guard hands a large body to the server piece by piece (the server waits for the client between pieces,
+    so the transfer stays under the deadline's watch); a small one, and the response head, go as they were."""
+    big = bytes(range(256)) * 4000  # 1,024,000 bytes
+
+    def answers(body: bytes) -> Any:
+        async def app(scope: Scope, receive: Receive, send: Send) -> None:
+            await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"x/y")]})
+            await send({"type": "http.response.body", "body": body})
+
+        return app
+
+    sent = _serve(answers(big))
+    pieces = [m for m in sent if m["type"] == "http.response.body"]
+    assert len(pieces) == -(-len(big) // CHUNK) and all(len(m["body"]) <= CHUNK for m in pieces)
+    assert [m["more_body"] for m in pieces] == [True] * (len(pieces) - 1) + [False] and _body(sent) == big
+    head = dict(sent[0]["headers"])
+    assert head[b"content-type"] == b"x/y" and b"server-timing" in head and b"x-request-id" in head
+    small = _serve(answers(b"small"))
+    assert [m["type"] for m in small] == ["http.response.start", "http.response.body"]
+    assert small[1] == {"type": "http.response.body", "body": b"small"}
+
+
+@pytest.mark.parametrize("parser", ["httptools", "h11"])
+def test_a_search_answer_the_client_does_not_read_is_reset_past_the_deadline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parser: str
+) -> None:
+    """A search with a ~19 MB answer, sent by a client that then never reads: past the deadline and its last window
+    the server resets the connection, dropping what it buffered. (The whole body used to go to the server in one
+    message: the handler ended at once, the deadline had nothing to watch, and the connection and its buffer stayed
+    for as long as the client kept the socket.)"""
+    if parser == "h11":
+        monkeypatch.setattr(server_mod, "_httptools_protocol", lambda: None)
+    with running_server(tmp_path, request_timeout_s=4.0) as client:
+        docs = [{"id": f"d{i}", "text": f"moon tides {i}", "metadata": {"blob": "y" * 60_000}} for i in range(20)]
+        r = client.post("/index", json={"collection": "fat", "documents": docs})
+        assert wait_job(client, r.json()["job_id"])["status"] == "succeeded"
+        body = json.dumps({"collection": "fat", "queries": ["moon"] * 16, "k": 20, "mode": "bm25"}).encode()
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)  # before connecting: no autotuning
+            sock.settimeout(60)
+            sock.connect((client.base_url.host, client.base_url.port or 80))
+            sock.sendall(
+                b"POST /search/batch HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+            )
+            head = sock.recv(4096)
+            assert head.startswith(b"HTTP/1.1 200"), head[:300]
+            length = int(head.lower().partition(b"content-length: ")[2].partition(b"\r\n")[0])
+            assert length > 15_000_000
+            # Not reading: the server must give up on its own (the bound only guards against a hang).
+            poller = select.poll()
+            poller.register(sock, select.POLLERR | select.POLLHUP | select.POLLRDHUP)
+            events = poller.poll(60_000)
+            assert events and events[0][1] & (select.POLLERR | select.POLLHUP | select.POLLRDHUP), events
+            got = len(head)
+            with pytest.raises(ConnectionResetError):
+                while chunk := sock.recv(1 << 20):
+                    got += len(chunk)
+            assert got < length  # the rest was dropped, not sent
+        assert client.get("/healthz").status_code == 200

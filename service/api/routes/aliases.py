@@ -18,11 +18,12 @@ from service.aliases import (
     list_aliases,
     put_alias,
 )
+from service.api.json_body import JsonRoute
 from service.deps import State
 from service.errors import ApiError, shown
 from service.schemas import REQUEST_CONFIG, CollectionName, ErrorResponse
 
-router = APIRouter(prefix="/aliases", tags=["aliases"])
+router = APIRouter(prefix="/aliases", tags=["aliases"], route_class=JsonRoute)
 AliasName = Annotated[
     str, Path(min_length=1, max_length=64, pattern=NAME_RE.pattern, description="alias (a collection-like name)")
 ]

@@ -7,6 +7,7 @@ from fastapi import APIRouter, Request, Response, status
 import service.api.doc_id_path  # noqa: F401  registers {doc_id:doc_id} before the routes below
 from indexing.collection import CollectionConflict, CollectionNotFound
 from indexing.jobs import Job, JobKind
+from service.api.json_body import JsonRoute
 from service.deps import State
 from service.document_api import submit_delete_many
 from service.documents import delete_collection
@@ -16,7 +17,7 @@ from service.reindex import NothingToSwitch, UnknownDataset, generation_info, su
 from service.reindex_schemas import ReindexRequest
 from service.schemas import CollectionList, CollectionOut, ErrorResponse, JobAccepted
 
-router = APIRouter(prefix="/collections", tags=["collections"])
+router = APIRouter(prefix="/collections", tags=["collections"], route_class=JsonRoute)
 NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorResponse}}
 
 

@@ -13,6 +13,7 @@ from indexing.collection import Collection, CollectionNotFound
 from indexing.docstore import DocumentRecord
 from indexing.facets import FacetError
 from indexing.filters import FilterError, Node
+from service.api.json_body import JsonRoute
 from service.api.routes.collections import not_found
 from service.deps import State
 from service.document_api import (
@@ -49,7 +50,7 @@ from service.limits import check_response_size, document_size
 from service.schemas import CollectionSchema, ErrorResponse, JobAccepted
 from service.state import AppState
 
-router = APIRouter(prefix="/collections", tags=["documents"])
+router = APIRouter(prefix="/collections", tags=["documents"], route_class=JsonRoute)
 ERRORS: dict[int | str, dict[str, Any]] = {404: {"model": ErrorResponse}, 422: {"model": ErrorResponse}}
 MAX_FILTER_CHARS = 65_536  # the filter query parameter, as JSON text
 

@@ -2,13 +2,14 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
+from service.api.json_body import JsonRoute
 from service.deps import State
 from service.errors import ApiError
 from service.state import queue_status
 
-router = APIRouter(tags=["health"])
+router = APIRouter(tags=["health"], route_class=JsonRoute)
 # Apart from the probes: VELA_PROTECT_METRICS puts it behind the API key.
-metrics_router = APIRouter(tags=["health"])
+metrics_router = APIRouter(tags=["health"], route_class=JsonRoute)
 
 
 @router.get("/healthz")

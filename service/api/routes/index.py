@@ -3,6 +3,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, status
 
 from indexing.collection import CollectionConflict
+from service.api.json_body import JsonRoute
 from service.deps import State
 from service.documents import BatchTooLarge, DocumentTooLarge, InvalidMetadata, UnsupportedSharding, submit_upsert
 from service.errors import ApiError
@@ -10,7 +11,7 @@ from service.limits import check_metadata
 from service.model_registry import ModelKindMismatch, UnknownModelName, UnusableModel
 from service.schemas import ErrorResponse, IndexRequest, JobAccepted
 
-router = APIRouter(tags=["index"])
+router = APIRouter(tags=["index"], route_class=JsonRoute)
 
 
 @router.post(

@@ -5,6 +5,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from indexing.jobs import TERMINAL, Job, JobKind, JobNotFound, JobNotRetryable, JobStatus
+from service.api.json_body import JsonRoute
 from service.deps import State
 from service.document_api import BadCursor, decode_cursor, encode_cursor
 from service.errors import ApiError, shown
@@ -12,7 +13,7 @@ from service.schemas import ErrorResponse, JobList, JobOut
 
 MAX_JOBS_PAGE = 1000
 
-router = APIRouter(prefix="/jobs", tags=["jobs"])
+router = APIRouter(prefix="/jobs", tags=["jobs"], route_class=JsonRoute)
 # A snapshot or restore job records its file and collection before it makes them (so that a run again after a
 # crash makes the same ones): once it has failed or been cancelled, those were never made, and are not shown.
 _UNMADE = ({JobKind.SNAPSHOT, JobKind.RESTORE}, {JobStatus.FAILED, JobStatus.CANCELLED})

@@ -8,10 +8,11 @@ from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, Field
 
+from service.api.json_body import JsonRoute
 from service.deps import State
 from service.model_registry import list_models
 
-router = APIRouter(prefix="/models", tags=["models"])
+router = APIRouter(prefix="/models", tags=["models"], route_class=JsonRoute)
 
 
 class EvalOut(BaseModel):

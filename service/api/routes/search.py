@@ -10,6 +10,7 @@ from fastapi import APIRouter, Response
 from fastapi.concurrency import run_in_threadpool
 
 from indexing.collection import CollectionNotFound
+from service.api.json_body import JsonRoute
 from service.deps import State
 from service.errors import ApiError, parse_request_filter, shown
 from service.limits import check_response_size, check_search_work
@@ -31,7 +32,7 @@ from service.search_schemas import (
 )
 from service.state import AppState
 
-router = APIRouter(prefix="/search", tags=["search"])
+router = APIRouter(prefix="/search", tags=["search"], route_class=JsonRoute)
 ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorResponse},
     413: {"model": ErrorResponse, "description": "the request asks for more work or a larger response than allowed"},
@@ -187,7 +188,7 @@ async def search_many(body: BatchSearchRequest, state: State) -> Response:
     )
 
 
-recommend_router = APIRouter(prefix="/recommend", tags=["search"])
+recommend_router = APIRouter(prefix="/recommend", tags=["search"], route_class=JsonRoute)
 
 
 @recommend_router.post("", response_model=SearchResponse, responses=ERRORS)

@@ -10,6 +10,7 @@ from fastapi.responses import FileResponse
 
 from indexing.collection import CollectionConflict, CollectionNotFound
 from indexing.jobs import Job
+from service.api.json_body import JsonRoute
 from service.deps import State
 from service.errors import ApiError, shown
 from service.schemas import ErrorResponse, JobAccepted
@@ -26,8 +27,10 @@ from service.snapshot_api import (
 from service.snapshot_schemas import RestoreRequest, SnapshotList, SnapshotOut
 from service.snapshot_uploads import submit_upload
 
-router = APIRouter(prefix="/collections", tags=["snapshots"])
-upload_router = APIRouter(prefix="/snapshots", tags=["snapshots"])
+router = APIRouter(prefix="/collections", tags=["snapshots"], route_class=JsonRoute)
+upload_router = APIRouter(prefix="/snapshots", tags=["snapshots"], route_class=JsonRoute)
+# The one route whose body is not JSON: a tar streamed to disk, bounded by VELA_MAX_REQUEST_BYTES alone.
+UPLOAD_PATH = "/snapshots/upload"
 NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorResponse, "description": "no such collection"}}
 SNAPSHOT_NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorResponse, "description": "no such collection, or no snapshot of that name in its listing"}
@@ -140,7 +143,7 @@ SHA256 = Query(
 
 
 @upload_router.post(
-    "/upload",
+    UPLOAD_PATH.removeprefix(upload_router.prefix),
     status_code=status.HTTP_202_ACCEPTED,
     response_model=JobAccepted,
     responses={**RESTORE_ERRORS, 413: {"model": ErrorResponse, "description": "over VELA_MAX_REQUEST_BYTES"}},

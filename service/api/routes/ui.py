@@ -12,6 +12,7 @@ from pathlib import PurePosixPath
 
 from fastapi import APIRouter, Response
 
+from service.api.json_body import JsonRoute
 from service.errors import ApiError
 
 _MEDIA_TYPES = {
@@ -41,7 +42,7 @@ _HEADERS = {
     "Cache-Control": "no-cache",
 }
 
-router = APIRouter(include_in_schema=False)
+router = APIRouter(include_in_schema=False, route_class=JsonRoute)
 
 
 @cache
