@@ -177,6 +177,14 @@ class JobStore:
         rows = self._conn().execute("SELECT id FROM jobs WHERE status = ?", (JobStatus.QUEUED.value,))
         return {r[0] for r in rows}
 
+    def queued_before(self, recorded_before: float) -> list[str]:
+        """Jobs waiting for a runner that were recorded before `recorded_before` (time.time()), oldest first."""
+        rows = self._conn().execute(
+            "SELECT id FROM jobs WHERE status = ? AND created_at < ? ORDER BY created_at",
+            (JobStatus.QUEUED.value, recorded_before),
+        )
+        return [r[0] for r in rows]
+
     def get(self, job_id: str) -> Job:
         row = (
             self._conn()
