@@ -28,6 +28,11 @@ from models import EmbedderCache
 log = logging.getLogger("vela.reindex")
 
 
+class SwitchedAlready(Exception):
+    """The switch a job asked for is the pointer already: another run of the same job made it (an entry delivered
+    twice). That run reports the job; this one only finds it done."""
+
+
 def root_and_serving(collections: CollectionStore, name: str) -> tuple[Path, Collection]:
     """The collection's own directory (where its pointer is) and the generation that serves it now."""
     coll = collections.get(name)
@@ -78,6 +83,8 @@ def switch(
     with gens.lock(root), source.writer(), target.writer():
         pointer = gens.read_pointer(root)
         if pointer.current != gens.generation_of(source):
+            if pointer.switched_by == job_id and pointer.current == gens.generation_of(target):
+                raise SwitchedAlready(job_id)
             raise RuntimeError("the serving generation changed before the switch: run it again")
         sync(source, target, embedder, reuse=reuse)
         old, new = gens.generation_of(source), gens.generation_of(target)
@@ -94,6 +101,14 @@ def switch(
         log.exception("retired generation not deleted", extra={"collection": source.name})
 
 
+def switched(root: Path) -> dict[str, Any]:
+    """What a promote or rollback job whose switch the pointer already is reports: the switch (the rollback target
+    it replaced deleted, if a crash came first)."""
+    retire(root)
+    pointer = gens.read_pointer(root)
+    return {"generation": pointer.current, "previous": pointer.previous}
+
+
 def _switch_job(rollback: bool) -> Callable[..., dict[str, Any]]:
     """A promote (rollback False: to the finished generation) or rollback (to the previous one) job's runner."""
 
@@ -108,8 +123,7 @@ def _switch_job(rollback: bool) -> Callable[..., dict[str, Any]]:
         root, source = root_and_serving(collections, spec["collection"])
         pointer = gens.read_pointer(root)
         if pointer.switched_by == job_id:  # a resumed job whose switch had happened (its deletion perhaps not)
-            retire(root)
-            return {"generation": pointer.current, "previous": pointer.previous}
+            return switched(root)
         if rollback and pointer.previous is None:
             raise RuntimeError(f"collection {source.name!r} keeps no previous generation to roll back to")
         if not rollback and (pointer.building is None or not pointer.ready):
@@ -118,7 +132,10 @@ def _switch_job(rollback: bool) -> Callable[..., dict[str, Any]]:
         embedder = embedders.get(target.settings.embedder)
         reencode = not rollback and pointer.reencode  # the reindex that built it asked to encode everything
         reuse = vector_reuse(embedders, source, reencode)
-        switch(collections, root, source, target, embedder, job_id, rollback=rollback, reuse=reuse)
+        try:
+            switch(collections, root, source, target, embedder, job_id, rollback=rollback, reuse=reuse)
+        except SwitchedAlready:  # by another run of this job meanwhile
+            return switched(root)
         return {"generation": gens.generation_of(target), "previous": gens.generation_of(source)}
 
     return run

@@ -37,8 +37,9 @@ from velaio.files import file_lock, write_atomic
 GEN_DIR = "generations"
 POINTER = "generations.json"
 LOCK = ".generations.lock"
+JOB_LOCK = ".generation-job.lock"  # held by the one run of a reindex, promote or rollback job (job_lock)
 # What generation 0 keeps when its data goes: the collection's own files (its name on disk, the generations).
-KEEP = frozenset({SETTINGS_FILE, POINTER, LOCK, GEN_DIR})
+KEEP = frozenset({SETTINGS_FILE, POINTER, LOCK, JOB_LOCK, GEN_DIR})
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,15 @@ def write_pointer(root: Path, pointer: Pointer) -> None:
 def lock(root: Path) -> Iterator[None]:
     """Serialises every change of the pointer and of generation directories, across processes."""
     with file_lock(root / LOCK):
+        yield
+
+
+@contextmanager
+def job_lock(root: Path) -> Iterator[None]:
+    """Held for the whole run of a generation job (reindex, promote, rollback), across processes: one job at a time
+    per collection, so a job delivered twice (two workers at once) runs once, then once more only to find it ended.
+    Taken before `lock(root)` and the writer locks, never while holding them."""
+    with file_lock(root / JOB_LOCK):
         yield
 
 

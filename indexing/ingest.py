@@ -14,7 +14,7 @@ from indexing.filter_match import matches
 from indexing.filters import Schema, parse_filter
 from indexing.fusion_choice import after_ingest
 from indexing.generations import serving_writer
-from indexing.jobs import GENERATION_KINDS, SNAPSHOT_KINDS, TERMINAL, JobKind, JobStatus, JobStore
+from indexing.jobs import GENERATION_KINDS, SNAPSHOT_KINDS, TERMINAL, JobKind, JobStatus, JobStore, end_job
 from indexing.merger import after_commit
 from indexing.metadata_fit import late_misfit, value_fits
 from indexing.prepare import content_hash, prepare_documents, rewrite_if_only_metadata
@@ -96,8 +96,7 @@ def run_job(
             )
             after_commit(collections, coll)
             after_ingest(collections, coll, embedders)  # the fusion chosen again once the collection doubled
-            jobs.finish(job_id, status)
-            return status
+            return end_job(jobs, job_id, status)
         embedder = embedders.get(coll.settings.embedder)
         if embedder.contextual and isinstance(coll, ShardedCollection):
             raise ValueError(f"collection {coll.name!r} is sharded: contextual embedders are not supported")
@@ -116,7 +115,7 @@ def run_job(
             refresh = status == JobStatus.SUCCEEDED and refresh_due(coll, embedder, context_refresh_fraction)
         after_commit(collections, coll)  # searchable here at once; merges start in the background
         after_ingest(collections, coll, embedders)  # the fusion chosen again once the collection doubled
-        jobs.finish(job_id, status)
+        status = end_job(jobs, job_id, status)
         if refresh:
             refresh_id = queue_context_refresh(jobs, coll)
             if refresh_id is not None and submit is not None:
@@ -125,17 +124,14 @@ def run_job(
                 run_job(job_id=refresh_id, jobs=jobs, collections=collections, embedders=embedders)
         return status
     except CollectionNotFound:
-        jobs.finish(job_id, JobStatus.CANCELLED, error=f"collection {job.collection!r} was deleted")
-        return JobStatus.CANCELLED
+        return end_job(jobs, job_id, JobStatus.CANCELLED, error=f"collection {job.collection!r} was deleted")
     except Exception as exc:
         if jobs.cancel_requested(job_id) and not collections.is_collection(job.collection):
             # Deleted while the job ran: its files went from under it. Cancelled, as the delete asked.
             log.info("job stopped: collection deleted", extra={"job_id": job_id, "error": str(exc)})
-            jobs.finish(job_id, JobStatus.CANCELLED, error=f"collection {job.collection!r} was deleted")
-            return JobStatus.CANCELLED
+            return end_job(jobs, job_id, JobStatus.CANCELLED, error=f"collection {job.collection!r} was deleted")
         log.exception("job failed", extra={"job_id": job_id, "collection": job.collection})
-        jobs.finish(job_id, JobStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
-        return JobStatus.FAILED
+        return end_job(jobs, job_id, JobStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
 
 
 DELETE_BATCH = 1000  # documents per delete transaction

@@ -5,6 +5,7 @@ What a job is (kinds, statuses, the `Job` record, the errors) lives in indexing/
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 import time
@@ -41,8 +42,11 @@ __all__ = [
     "JobNotRetryable",
     "JobStatus",
     "JobStore",
+    "end_job",
     "without_paths",
 ]
+
+log = logging.getLogger("vela.jobs")
 
 PURGE_EVERY_S = 600.0  # how often, at most, a process deletes the finished jobs past the retention
 
@@ -175,6 +179,14 @@ class JobStore:
         rows = self._conn().execute("SELECT id FROM jobs WHERE status = ?", (JobStatus.QUEUED.value,))
         return {r[0] for r in rows}
 
+    def queued_before(self, recorded_before: float) -> list[str]:
+        """Jobs waiting for a runner that were recorded before `recorded_before` (time.time()), oldest first."""
+        rows = self._conn().execute(
+            "SELECT id FROM jobs WHERE status = ? AND created_at < ? ORDER BY created_at",
+            (JobStatus.QUEUED.value, recorded_before),
+        )
+        return [r[0] for r in rows]
+
     def get(self, job_id: str) -> Job:
         row = self._conn().execute(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
         if row is None:
@@ -243,17 +255,39 @@ class JobStore:
             self._conn().execute("UPDATE jobs SET done = ?, total = ? WHERE id = ?", (done, total, job_id))
 
     def set_result(self, job_id: str, result: dict[str, Any]) -> None:
-        """Recorded as soon as it is known, not only at the end: a job resumed after a crash still reports it."""
-        self._conn().execute("UPDATE jobs SET result = ? WHERE id = ?", (json.dumps(result), job_id))
+        """Recorded as soon as it is known, not only at the end: a job resumed after a crash still reports it. An
+        ended job's result is final, as its status is (see `finish`)."""
+        self._conn().execute(
+            "UPDATE jobs SET result = ? WHERE id = ? AND status IN (?, ?)",
+            (json.dumps(result), job_id, JobStatus.QUEUED.value, JobStatus.RUNNING.value),
+        )
 
-    def finish(self, job_id: str, status: JobStatus, error: str | None = None) -> None:
+    def finish(
+        self, job_id: str, status: JobStatus, error: str | None = None, *, result: dict[str, Any] | None = None
+    ) -> bool:
+        """End the job with `status` (and `result`, when given, in the same statement); False when it had ended
+        already. An ended job's status is final: a second run of it (one entry delivered twice, a takeover while
+        its worker still ran) ending later, and failing where the first succeeded, changes nothing. Only
+        `requeue` (POST /jobs/{id}/retry) takes a failed job back, to queued."""
         # The payload is dropped once the job is over (the documents now live in the collection), except
         # when it failed: a failed job (a full disk, say) can be run again with `requeue`.
         keep = "payload" if status == JobStatus.FAILED else "NULL"
-        self._conn().execute(
-            f"UPDATE jobs SET status = ?, error = ?, finished_at = ?, payload = {keep} WHERE id = ?",
-            (status.value, without_paths(error), time.time(), job_id),
+        new_result = "result" if result is None else "?"
+        values = () if result is None else (json.dumps(result),)
+        cur = self._conn().execute(
+            f"UPDATE jobs SET status = ?, error = ?, finished_at = ?, payload = {keep}, result = {new_result} "
+            "WHERE id = ? AND status IN (?, ?)",
+            (
+                status.value,
+                without_paths(error),
+                time.time(),
+                *values,
+                job_id,
+                JobStatus.QUEUED.value,
+                JobStatus.RUNNING.value,
+            ),
         )
+        return cur.rowcount == 1
 
     def fail_if_queued(self, job_id: str, error: str) -> bool:
         """Fail a job that no worker has started, in one statement; False when one has (or it has ended)."""
@@ -316,3 +350,19 @@ class JobStore:
                 JobStatus.RUNNING.value,
             ),
         )
+
+
+def end_job(
+    jobs: JobStore, job_id: str, status: JobStatus, error: str | None = None, result: dict[str, Any] | None = None
+) -> JobStatus:
+    """End the job with `status` (JobStore.finish); the status it holds after that. A job that another run of it
+    ended first (an entry delivered twice) keeps that run's status and result, and this run says so in the log."""
+    if jobs.finish(job_id, status, error, result=result):
+        return status
+    final = jobs.get(job_id).status
+    log.log(
+        logging.INFO if final == status else logging.WARNING,  # a run that ends otherwise than the first: worth a look
+        "job had ended already: its status stays",
+        extra={"job_id": job_id, "status": final.value, "this_run": status.value},
+    )
+    return final

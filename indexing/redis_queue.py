@@ -11,12 +11,18 @@ it is pending, which is what a takeover reads.
 Redis going away is survived on both sides. The API marks a job it could not add to the stream failed and raises
 QueueUnavailable (the request is answered 503 and sent again by the client): a write the server could not queue
 never runs later, after newer ones. A worker logs the outage and reconnects with capped exponential backoff.
+
+Redis losing entries is survived too (restarted without persistence, or an `appendfsync everysec` AOF losing its
+last second): `requeue_lost` adds again every job the job store holds as queued that no entry names. The API runs
+it as it starts, and the workers every REQUEUE_EVERY_S and at once when they had to make the group again.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
+from typing import Any
 
 import redis
 from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
@@ -31,6 +37,8 @@ GROUP = "vela-workers"
 NOT_QUEUED = "the job queue could not be reached ({error}); nothing was written: send the request again"
 PROBE_TIMEOUT_S = 0.5  # the readiness probe's PING: connect and answer within this, or the queue is unreachable
 RETRY_AFTER_S = 5  # what a client is told to wait before sending a write the queue could not take
+REQUEUE_EVERY_S = 30.0  # how often the workers look for queued jobs the stream lost (one of them per period)
+STREAM_PAGE = 1000  # stream entries read per XRANGE while looking for the job ids it holds
 
 
 def redis_client(url: str, *, timeout_s: float, retries: int, backoff_cap_s: float = 0.25) -> redis.Redis:
@@ -80,9 +88,18 @@ class RedisJobQueue:
                 ) from exc
 
     def resubmit(self, job_id: str) -> None:
-        """XADD alone, its errors raised as they are: for a job that must stay queued whatever happens (the API's
-        start-up hands over again the jobs recorded as queued; a crash may have come before their XADD)."""
+        """XADD alone, its errors raised as they are."""
         self.client.xadd(self.stream, {"job_id": job_id})
+
+    def hand_over(self) -> list[str]:
+        """The API's start-up: the jobs recorded as queued that the stream does not hold (the API died between
+        recording a job and its XADD, or Redis lost the entry) are added again; `requeue_lost`. Redis errors are
+        raised as they are (the start-up stops; the process is started again): these jobs stay queued, never failed.
+        A job the API could not hand over while it ran is not among them: `submit` failed it and the client was told
+        to send it again."""
+        if self.jobs is None:
+            return []
+        return requeue_lost(self.client, self.stream, self.jobs, queued_for_s=0.0)
 
     def _fail_unqueued(self, job_id: str, exc: redis.RedisError) -> bool:
         """Mark the job failed unless a worker already took it; True when it was (the caller raises). One
@@ -119,12 +136,54 @@ class RedisJobQueue:
         self._probe.close()
 
 
-def ensure_group(client: redis.Redis, stream: str) -> None:
+def ensure_group(client: redis.Redis, stream: str) -> bool:
+    """The consumer group (and the stream), made unless there; True when this call made it: a first start, or
+    Redis came back without its data."""
     try:
         client.xgroup_create(stream, GROUP, id="0", mkstream=True)
     except redis.ResponseError as exc:
         if "BUSYGROUP" not in str(exc):
             raise
+        return False
+    return True
+
+
+def stream_job_ids(client: redis.Redis, stream: str) -> set[str]:
+    """The job ids the stream's entries name: waiting, pending (delivered, not yet acknowledged) or both. The stream
+    holds only the jobs not yet done (entries are deleted as their jobs end), so this is a short read."""
+    ids: set[str] = set()
+    start = "-"
+    while True:
+        page: Any = client.xrange(stream, min=start, max="+", count=STREAM_PAGE)
+        ids.update(str(fields["job_id"]) for _, fields in page if fields and "job_id" in fields)
+        if len(page) < STREAM_PAGE:
+            return ids
+        start = _after(str(page[-1][0]))
+
+
+def requeue_lost(client: redis.Redis, stream: str, jobs: JobStore, *, queued_for_s: float) -> list[str]:
+    """Add to the stream again every job the job store holds as queued, recorded at least `queued_for_s` ago, that
+    no entry names; their ids, oldest first. Such a job was accepted (202) and would otherwise never run: Redis lost
+    its entry (restarted without persistence, or an `appendfsync everysec` AOF that lost its last second), or the
+    API died between recording it and its XADD.
+
+    The job store is read before the stream, so none is missed: a job whose entry is read, run and deleted in
+    between is added again, and the worker that reads that entry finds the job ended and skips it. Duplicates are
+    harmless (jobs are at-least-once and idempotent); `queued_for_s` keeps the workers from adding a job whose own
+    XADD is still on its way."""
+    queued = jobs.queued_before(time.time() - queued_for_s)
+    if not queued:
+        return []
+    named = stream_job_ids(client, stream)
+    lost = [job_id for job_id in queued if job_id not in named]
+    for job_id in lost:
+        client.xadd(stream, {"job_id": job_id})
+    if lost:
+        log.warning(
+            "queued jobs the job queue did not hold: added again",
+            extra={"stream": stream, "count": len(lost), "job_ids": lost[:20]},
+        )
+    return lost
 
 
 def _after(entry_id: str) -> str:

@@ -2,7 +2,8 @@
 
 It takes over entries another consumer left pending too long (XAUTOCLAIM), else reads new ones (XREADGROUP), runs
 one job at a time, re-claims its own entry on every batch as a heartbeat, and acknowledges and deletes the entry
-once the job ended. When Redis goes away it logs the outage and reconnects with capped exponential backoff.
+once the job ended. When Redis goes away it logs the outage and reconnects with capped exponential backoff. Between
+jobs it adds again the queued jobs whose entries Redis lost (`requeue_lost`).
 """
 
 from __future__ import annotations
@@ -16,14 +17,28 @@ from typing import Any
 
 import redis
 
-from indexing.redis_queue import GROUP, ensure_group, log, redis_client, trim_acknowledged
+from indexing.jobs import JobStore
+from indexing.redis_queue import (
+    GROUP,
+    REQUEUE_EVERY_S,
+    ensure_group,
+    log,
+    redis_client,
+    requeue_lost,
+    trim_acknowledged,
+)
 
 
 class RedisWorker:
     """Consumer side: runs one job at a time with `run(job_id, heartbeat)` until `stop` is set.
 
     When Redis cannot be reached the worker logs it, waits (`reconnect_first_s`, doubling up to `reconnect_max_s`,
-    with jitter) and tries again until it answers; `stop` ends the wait at once."""
+    with jitter) and tries again until it answers; `stop` ends the wait at once.
+
+    With `jobs` (the job store the API records jobs in), the worker adds again to the stream the jobs queued for
+    longer than `requeue_every_s` that no entry names (Redis lost them): every `requeue_every_s`, taking turns with
+    the other workers (one pass per period among them), and at once, whatever their age, when it had to make the
+    consumer group again (Redis came back empty)."""
 
     def __init__(
         self,
@@ -37,6 +52,8 @@ class RedisWorker:
         alive_file: Path | None = None,
         reconnect_first_s: float = 0.5,
         reconnect_max_s: float = 30.0,
+        jobs: JobStore | None = None,
+        requeue_every_s: float = REQUEUE_EVERY_S,
     ) -> None:
         # The socket waits longer than XREADGROUP's BLOCK, which is not an error.
         self.client = redis_client(url, timeout_s=block_s + 10.0, retries=2)
@@ -49,6 +66,10 @@ class RedisWorker:
         self.reconnect_first_s = reconnect_first_s
         self.reconnect_max_s = reconnect_max_s
         self._unacked: list[str] = []  # entries whose job ended, acknowledged once Redis answers
+        self.jobs = jobs
+        self.requeue_every_s = requeue_every_s
+        self._requeue_at = 0.0  # monotonic time of the next look for lost jobs: at once after registering
+        self._group_made = False  # this worker made the group: Redis came back empty, every queued job is lost
 
     def touch(self) -> None:
         if self.alive_file is not None:
@@ -68,20 +89,47 @@ class RedisWorker:
             log.warning("took over a stalled job", extra={"entry": entry_id, "job_id": fields.get("job_id")})
             return str(entry_id), str(fields["job_id"])
         got: Any = self.client.xreadgroup(GROUP, self.name, {self.stream: ">"}, count=1, block=self.block_ms)
-        if not got:
+        if not got or not got[0][1]:  # nothing; or woken by an entry deleted before the reply (its job is requeued)
             return None
         entry_id, fields = got[0][1][0]  # [[stream, [(id, fields)]]]
+        if not fields or "job_id" not in fields:
+            self._unacked.append(str(entry_id))
+            return None
         return str(entry_id), str(fields["job_id"])
 
     def register(self) -> None:
-        """The group (made again if Redis came back without it) and this consumer, then the stream trimmed."""
-        ensure_group(self.client, self.stream)
+        """The group (made again if Redis came back without it) and this consumer, then the stream trimmed; a look
+        for lost jobs is due at once."""
+        self._group_made = ensure_group(self.client, self.stream) or self._group_made  # kept until a look uses it
+        self._requeue_at = 0.0
         # Registered up front (XREADGROUP alone creates a consumer only once it gets an entry on some Redis
         # versions), so XINFO CONSUMERS lists every live worker from the start.
         self.client.xgroup_createconsumer(self.stream, GROUP, self.name)
         trimmed = trim_acknowledged(self.client, self.stream)
         if trimmed:
             log.info("stream trimmed", extra={"worker": self.name, "stream": self.stream, "deleted": trimmed})
+
+    def requeue(self) -> list[str]:
+        """When due: the jobs queued for longer than requeue_every_s that no entry names added again
+        (`requeue_lost`), and every queued job that no entry names when this worker made the group again. One pass
+        per period among the workers (a key `<stream>:requeue` set with NX for that long), so that a lost job is
+        not added once by each of them. Returns what was added."""
+        if self.jobs is None or time.monotonic() < self._requeue_at:
+            return []
+        self._requeue_at = time.monotonic() + self.requeue_every_s
+        everything_lost, self._group_made = self._group_made, False
+        period_ms = max(1, int(self.requeue_every_s * 1000))
+        if not everything_lost and not self.client.set(f"{self.stream}:requeue", self.name, nx=True, px=period_ms):
+            return []  # another worker looks in this period
+        try:
+            return requeue_lost(
+                self.client, self.stream, self.jobs, queued_for_s=0.0 if everything_lost else self.requeue_every_s
+            )
+        except (redis.ConnectionError, redis.TimeoutError):
+            raise  # the worker reconnects, and looks again once registered
+        except Exception:  # a busy or briefly unreadable job store, a refused command: the next period looks again
+            log.exception("look for lost jobs failed", extra={"worker": self.name})
+            return []
 
     def acknowledge(self) -> None:
         """Acknowledge and delete the entries of ended jobs, in one transaction: acknowledged, an entry is no
@@ -111,6 +159,7 @@ class RedisWorker:
                         down_since, failures = None, 0
                 self.acknowledge()
                 self.touch()
+                self.requeue()
                 entry = self.next_entry()
                 if entry is not None:
                     self._run(*entry)
@@ -133,9 +182,11 @@ class RedisWorker:
                 self.touch()  # alive, waiting for Redis: restarting the process would not bring it back
                 stop.wait(delay)  # SIGTERM sets `stop`: the wait ends at once
             except redis.ResponseError as exc:
-                if "NOGROUP" not in str(exc):
+                # NOGROUP: Redis came back without the stream (no persistence); UNBLOCKED: the stream went (FLUSHALL,
+                # DEL) under a blocked XREADGROUP. Either way the group is made again, and the queued jobs the
+                # stream held are added again (`requeue`).
+                if "NOGROUP" not in str(exc) and "UNBLOCKED" not in str(exc):
                     raise
-                # Redis came back without the stream (no persistence): the group is made again.
                 log.warning("job queue lost its consumer group: creating it again", extra={"worker": self.name})
                 registered = False
         log.info("worker stopped", extra={"worker": self.name})

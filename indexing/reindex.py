@@ -26,9 +26,17 @@ from indexing.chunking import ChunkingParams
 from indexing.collection import Collection, CollectionNotFound
 from indexing.fusion_choice import refresh_choice
 from indexing.gate import judged_set, ndcg_at_10
-from indexing.gen_switch import promote, retire, rollback, root_and_serving, switch, vector_reuse
+from indexing.gen_switch import (
+    SwitchedAlready,
+    promote,
+    retire,
+    rollback,
+    root_and_serving,
+    switch,
+    vector_reuse,
+)
 from indexing.gen_sync import sync
-from indexing.jobs import TERMINAL, JobKind, JobNotFound, JobStatus, JobStore
+from indexing.jobs import TERMINAL, JobKind, JobNotFound, JobStatus, JobStore, end_job
 from indexing.store import CollectionStore
 from models import Embedder, EmbedderCache
 
@@ -72,21 +80,24 @@ def run_generation_job(
     on_progress: Callable[[int, int], None] | None = None,
 ) -> JobStatus:
     job = jobs.get(job_id)
-    spec = jobs.payload(job_id)[0]
-    runner = {JobKind.REINDEX: _reindex, JobKind.PROMOTE: promote, JobKind.ROLLBACK: rollback}[job.kind]
-    try:
-        result = runner(job_id, spec, jobs, collections, embedders, on_progress)
-    except JobCancelled:
-        jobs.finish(job_id, JobStatus.CANCELLED)
-        return JobStatus.CANCELLED
-    except GateRefused as exc:
-        jobs.finish(job_id, JobStatus.FAILED, error=str(exc))
-        return JobStatus.FAILED
-    if job.kind != JobKind.REINDEX:  # a switch is one step: done 1 of 1 (a reindex counts its documents)
-        jobs.progress(job_id, 1, 1)
-    jobs.set_result(job_id, result)
-    jobs.finish(job_id, JobStatus.SUCCEEDED)
-    return JobStatus.SUCCEEDED
+    root, _ = root_and_serving(collections, job.collection)
+    # One run at a time: a second run of this job (its entry delivered twice, or taken over from a worker that
+    # still runs it) waits here for the first to end, then finds the job ended and leaves its status and result.
+    with gens.job_lock(root):
+        job = jobs.get(job_id)
+        if job.status in TERMINAL:
+            return job.status
+        spec = jobs.payload(job_id)[0]
+        runner = {JobKind.REINDEX: _reindex, JobKind.PROMOTE: promote, JobKind.ROLLBACK: rollback}[job.kind]
+        try:
+            result = runner(job_id, spec, jobs, collections, embedders, on_progress)
+        except JobCancelled:
+            return end_job(jobs, job_id, JobStatus.CANCELLED)
+        except GateRefused as exc:
+            return end_job(jobs, job_id, JobStatus.FAILED, error=str(exc))
+        if job.kind != JobKind.REINDEX:  # a switch is one step: done 1 of 1 (a reindex counts its documents)
+            jobs.progress(job_id, 1, 1)
+        return end_job(jobs, job_id, JobStatus.SUCCEEDED, result=result)
 
 
 def _reindex(
@@ -101,9 +112,9 @@ def _reindex(
     pointer = gens.read_pointer(root)
     if pointer.switched_by == job_id:  # switched before a crash, which may have come before the old target went
         retire(root)
-        return jobs.get(job_id).result or {"generation": pointer.current}
+        return _promoted(jobs, job_id, {"generation": pointer.current, "previous": pointer.previous})
     if pointer.ready and pointer.job == job_id:  # built before a crash: it waits for POST /promote
-        return jobs.get(job_id).result or {"generation": pointer.current}
+        return {**(jobs.get(job_id).result or {"generation": pointer.building}), "promoted": False}
     embedder = embedders.get(spec["embedder"])
     target = _begin(root, source, spec, job_id, embedder.dim, alive=job_alive(jobs))
     gen = gens.generation_of(target)
@@ -181,22 +192,33 @@ def _build(
         result["embedder"] = spec["embedder_name"]
     if spec.get("gate"):
         result["gate"] = _gate(collections, embedders, source, target, embedder, spec["gate"])
-        jobs.set_result(job_id, result)
-        if not result["gate"]["passed"]:
-            _abandon(root, gen)
-            g = result["gate"]
-            raise GateRefused(
-                f"gate refused generation {gen}: NDCG@10 {g['new']:.4f} (new) < {g['old']:.4f} (serving) "
-                f"- {g['tolerance']} in {g['mode']} mode; the serving generation stays"
-            )
+    # Recorded before the switch: a run of this job that finds the switch made (after a crash, or as the second of
+    # two runs at once) reports this one's figures.
+    jobs.set_result(job_id, result)
+    if spec.get("gate") and not result["gate"]["passed"]:
+        _abandon(root, gen)
+        g = result["gate"]
+        raise GateRefused(
+            f"gate refused generation {gen}: NDCG@10 {g['new']:.4f} (new) < {g['old']:.4f} (serving) "
+            f"- {g['tolerance']} in {g['mode']} mode; the serving generation stays"
+        )
     if spec.get("promote") == "manual":
         with gens.lock(root):
             gens.write_pointer(root, replace(gens.read_pointer(root), ready=True))
         result["promoted"] = False
         return result
-    switch(collections, root, source, target, embedder, job_id, rollback=False, reuse=reuse)
+    try:
+        switch(collections, root, source, target, embedder, job_id, rollback=False, reuse=reuse)
+    except SwitchedAlready:  # by another run of this job meanwhile: that run's figures, if it recorded them
+        return _promoted(jobs, job_id, result)
     result["promoted"] = True
     return result
+
+
+def _promoted(jobs: JobStore, job_id: str, fallback: dict[str, Any]) -> dict[str, Any]:
+    """The result of a reindex whose switch the pointer already is: the one its promoting run recorded before the
+    switch (its documents counted), else `fallback`; promoted."""
+    return {**(jobs.get(job_id).result or fallback), "promoted": True}
 
 
 def _begin(root: Path, source: Collection, spec: dict[str, Any], job_id: str, dim: int, *, alive: Any) -> Collection:

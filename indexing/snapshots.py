@@ -31,7 +31,7 @@ from typing import Any
 from indexing import generations as gens
 from indexing.collection import SETTINGS_FILE, Collection
 from indexing.context import CONTEXT_DIR
-from indexing.jobs import JobKind, JobStatus, JobStore
+from indexing.jobs import JobKind, JobStatus, JobStore, end_job
 from indexing.reindex import job_alive
 from indexing.snapshot_format import (
     FORMAT_VERSION,
@@ -80,11 +80,8 @@ def run_snapshot_job(
         else:
             result = restore_snapshot(job_id, spec, jobs, collections, embedders, progress, cancelled)
     except JobCancelled:
-        jobs.finish(job_id, JobStatus.CANCELLED)
-        return JobStatus.CANCELLED
-    jobs.set_result(job_id, result)
-    jobs.finish(job_id, JobStatus.SUCCEEDED)
-    return JobStatus.SUCCEEDED
+        return end_job(jobs, job_id, JobStatus.CANCELLED)
+    return end_job(jobs, job_id, JobStatus.SUCCEEDED, result=result)
 
 
 def sweep_folder(folder: Path, jobs: JobStore) -> list[str]:

@@ -103,6 +103,7 @@ def main(*, name: str | None = None) -> int:
         stream=settings.queue_stream,
         claim_idle_s=settings.claim_idle_s,
         alive_file=settings.heartbeat_file,
+        jobs=jobs,  # queued jobs whose entries Redis lost are added again
     )
     worker.serve(stop)
     return 0

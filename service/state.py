@@ -9,7 +9,7 @@ from indexing import gpu_index
 from indexing.collection import Collection
 from indexing.ingest import run_job
 from indexing.job_runner import SharedLaneQueue
-from indexing.jobs import JobStatus, JobStore
+from indexing.jobs import JobStore
 from indexing.lanes import LaneQueue
 from indexing.queue import JobQueue
 from indexing.redis_queue import RedisJobQueue
@@ -107,14 +107,10 @@ def start(state: AppState) -> None:
     state.collections.start_reader()  # loads every published index now, then follows new manifests
     state.queue.start()
     if isinstance(state.queue, RedisJobQueue):
-        # A job recorded but not yet handed to Redis (the API died in between) is handed over again;
-        # a duplicate entry is harmless: a finished job is skipped, a running one is idempotent. A job the API
-        # could not hand over while it ran is not among them: `submit` failed it and the client was told to retry.
-        # `resubmit`, not `submit`: Redis failing here stops the start-up (the process is started again) and
-        # leaves these jobs queued, never failed.
-        for job_id in state.jobs.unfinished():
-            if state.jobs.get(job_id).status == JobStatus.QUEUED:
-                state.queue.resubmit(job_id)
+        # A job recorded as queued that the stream does not hold (the API died before its XADD, or Redis lost the
+        # entry) is handed over again, as the workers do from time to time (indexing/redis_queue.py, requeue_lost).
+        # Redis failing here stops the start-up (the process is started again) and leaves these jobs queued.
+        state.queue.hand_over()
     state.ready = True
 
 

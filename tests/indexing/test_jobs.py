@@ -1,11 +1,11 @@
-"""The job store's one-at-a-time creation, from many threads at once."""
+"""The job store: one-at-a-time creation from many threads at once, and an ended job's status kept final."""
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from indexing.jobs import GENERATION_KINDS, Job, JobKind, JobStatus, JobStore
+from indexing.jobs import GENERATION_KINDS, Job, JobKind, JobStatus, JobStore, end_job
 
 
 def test_only_one_of_many_simultaneous_generation_jobs_is_created(tmp_path: Path) -> None:
@@ -30,3 +30,35 @@ def test_only_one_of_many_simultaneous_generation_jobs_is_created(tmp_path: Path
     assert isinstance(
         jobs.create_unless_unfinished(collection="c", kind=JobKind.PROMOTE, payload=[{}], kinds=GENERATION_KINDS), Job
     )
+
+
+def test_an_ended_jobs_status_and_result_are_final_until_a_retry(tmp_path: Path) -> None:
+    """A second run of a job (an entry delivered twice) that ends after the first changes nothing: not a succeeded
+    job to failed, not its result. POST /jobs/{id}/retry (requeue) still takes a failed job back."""
+    jobs = JobStore(tmp_path / "jobs.sqlite3")
+    done = jobs.create(collection="c", kind=JobKind.REINDEX, payload=[{"embedder": "x"}])
+    jobs.start(done.id, "w2")
+    assert jobs.finish(done.id, JobStatus.SUCCEEDED, result={"generation": 1, "promoted": True})
+    ended = jobs.get(done.id)
+    jobs.start(done.id, "w1")  # the other run's start, which found it ended: nothing changes
+    assert not jobs.finish(done.id, JobStatus.FAILED, error="RuntimeError: the serving generation changed")
+    jobs.set_result(done.id, {"generation": 1, "documents": {"embedded": 0, "copied": 0}})
+    assert jobs.get(done.id) == ended
+    assert ended.status == JobStatus.SUCCEEDED and ended.error is None
+    assert ended.result == {"generation": 1, "promoted": True}
+    assert end_job(jobs, done.id, JobStatus.FAILED, "late") == JobStatus.SUCCEEDED  # what the job holds
+
+    cancelled = jobs.create(collection="c", kind=JobKind.UPSERT, payload=[{"id": "a", "text": "t"}])
+    jobs.request_cancel(cancelled.id)
+    assert not jobs.finish(cancelled.id, JobStatus.SUCCEEDED)
+    assert jobs.get(cancelled.id).status == JobStatus.CANCELLED
+
+    failed = jobs.create(collection="c", kind=JobKind.UPSERT, payload=[{"id": "a", "text": "t"}])
+    jobs.start(failed.id)
+    assert jobs.finish(failed.id, JobStatus.FAILED, error="OSError: disk full")
+    assert not jobs.finish(failed.id, JobStatus.SUCCEEDED)
+    assert jobs.get(failed.id).status == JobStatus.FAILED
+    assert jobs.requeue(failed.id).status == JobStatus.QUEUED  # the retry
+    jobs.start(failed.id)
+    assert jobs.finish(failed.id, JobStatus.SUCCEEDED)
+    assert jobs.get(failed.id).status == JobStatus.SUCCEEDED and jobs.get(failed.id).attempts == 2

@@ -47,5 +47,5 @@ def test_a_job_a_worker_already_took_is_left_alone(jobs: JobStore) -> None:
 def test_the_start_up_hand_over_never_fails_a_job(jobs: JobStore) -> None:
     job = jobs.create(collection="c", kind=JobKind.DELETE, payload=["p"])
     with pytest.raises(redis.ConnectionError):
-        _down_queue(jobs).resubmit(job.id)
+        _down_queue(jobs).hand_over()
     assert jobs.get(job.id).status == JobStatus.QUEUED

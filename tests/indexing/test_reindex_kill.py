@@ -199,7 +199,10 @@ def test_a_kill_between_the_switch_and_the_deletion_leaves_only_an_unnamed_direc
     assert proc.wait(120) == 0
     assert proc.stdout is not None and proc.stdout.read().split()[-1] == "succeeded"
     done = jobs.get(job_id)
-    assert done.status == JobStatus.SUCCEEDED and done.attempts == 2 and done.result == {"generation": 2}
+    assert done.status == JobStatus.SUCCEEDED and done.attempts == 2
+    # The result the killed run recorded before its switch: the documents it encoded, and the switch made.
+    assert done.result is not None and (done.result["generation"], done.result["previous"]) == (2, 1)
+    assert done.result["promoted"] is True and done.result["documents"] == {"embedded": len(DOCS), "copied": 0}
     assert gens.on_disk(root) == [1, 2]
     assert sorted(p.name for p in (root / "generations").iterdir()) == ["1", "2"]
     assert not any(e.name not in gens.KEEP for e in root.iterdir())  # nothing of generation 0 left
