@@ -58,7 +58,8 @@ def test_an_ended_jobs_status_and_result_are_final_until_a_retry(tmp_path: Path)
     assert jobs.finish(failed.id, JobStatus.FAILED, error="OSError: disk full")
     assert not jobs.finish(failed.id, JobStatus.SUCCEEDED)
     assert jobs.get(failed.id).status == JobStatus.FAILED
-    assert jobs.requeue(failed.id).status == JobStatus.QUEUED  # the retry
+    requeued = jobs.requeue(failed.id)  # the retry: queued, and without the earlier run's error
+    assert requeued.status == JobStatus.QUEUED and requeued.error is None
     jobs.start(failed.id)
     assert jobs.finish(failed.id, JobStatus.SUCCEEDED)
     assert jobs.get(failed.id).status == JobStatus.SUCCEEDED and jobs.get(failed.id).attempts == 2

@@ -29,7 +29,7 @@ def test_retry_runs_a_failed_job_again(tmp_path: Path, monkeypatch: pytest.Monke
         job = wait_job(client, r.json()["job_id"])
         assert job["status"] == "failed" and "No space left" in job["error"], job
         r = client.post(f"/jobs/{job['id']}/retry")
-        assert r.status_code == 202, r.text
+        assert r.status_code == 202 and r.json()["status"] == "queued" and r.json()["error"] is None, r.text
         again = wait_job(client, job["id"])
         assert again["status"] == "succeeded" and again["attempts"] == 2
         assert client.get("/collections/c").json()["documents"] == 5
