@@ -298,10 +298,11 @@ class JobStore:
         return cur.rowcount == 1
 
     def requeue(self, job_id: str) -> Job:
-        """Queue a failed job again; JobNotRetryable unless it failed. Its error is cleared (a queued job has none:
-        the earlier run's is in the server's log), its attempts counted on."""
+        """Queue a failed job again; JobNotRetryable unless it failed. Its error and start time are cleared (a
+        queued job has neither: the earlier run's error is in the server's log), its attempts counted on."""
         cur = self._conn().execute(
-            "UPDATE jobs SET status = ?, done = 0, finished_at = NULL, cancel_requested = 0, error = NULL "
+            "UPDATE jobs SET status = ?, done = 0, started_at = NULL, finished_at = NULL, cancel_requested = 0, "
+            "error = NULL "
             "WHERE id = ? AND status = ?",
             (JobStatus.QUEUED.value, job_id, JobStatus.FAILED.value),
         )

@@ -35,10 +35,11 @@ def on_this_install(stored: str) -> str:
     a Python environment (site-packages), so a rebuilt `.venv`, a moved checkout, another Python or a container
     that mounts the data directory has it at another path. A recorded packaged folder of any environment is this
     install's packaged folder: the same weights from the same pinned package, served in the form this install
-    chooses (the collection's vectors were made by it), whether or not the other environment is still on disk.
-    Anything else is returned as it is."""
+    chooses (the collection's vectors were made by it), whether or not the other environment is still on disk, and
+    wherever it was installed (site-packages, `pip install --target`, a folder on PYTHONPATH): the package's own
+    folder name ends the path. Anything else is returned as it is."""
     path = Path(stored)
-    if not path.is_absolute() or len(path.parts) < 3 or path.parts[-3] not in ("site-packages", "dist-packages"):
+    if not path.is_absolute():
         return stored
     try:
         here = packaged_minilm_dir()

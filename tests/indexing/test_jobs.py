@@ -59,7 +59,7 @@ def test_an_ended_jobs_status_and_result_are_final_until_a_retry(tmp_path: Path)
     assert not jobs.finish(failed.id, JobStatus.SUCCEEDED)
     assert jobs.get(failed.id).status == JobStatus.FAILED
     requeued = jobs.requeue(failed.id)  # the retry: queued, and without the earlier run's error
-    assert requeued.status == JobStatus.QUEUED and requeued.error is None
+    assert requeued.status == JobStatus.QUEUED and requeued.error is None and requeued.started_at is None
     jobs.start(failed.id)
     assert jobs.finish(failed.id, JobStatus.SUCCEEDED)
     assert jobs.get(failed.id).status == JobStatus.SUCCEEDED and jobs.get(failed.id).attempts == 2
