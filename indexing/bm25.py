@@ -24,7 +24,6 @@ METHODS = ("lucene", "okapi", "robertson", "atire", "bm25l", "bm25+")
 # A term is a word of at least `min_token_chars` characters. 2 is bm25s's (and scikit-learn's) own pattern, the
 # default; 1 also keeps single letters and digits, as Lucene's standard analyzer does ("vitamin D", "type 2").
 TOKEN_RES = {2: regex.compile(r"(?u)\b\w\w+\b"), 1: regex.compile(r"(?u)\b\w+\b")}
-TOKEN_RE = TOKEN_RES[2]
 IDS_FILE = "ids.npy"
 PARAMS_FILE = "params.json"
 

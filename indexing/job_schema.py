@@ -65,3 +65,31 @@ def job_of_row(row: tuple[Any, ...]) -> Job:
         finished_at,
         result,
     )
+
+
+def select_listing(
+    conn: sqlite3.Connection,
+    collection: str | None,
+    statuses: frozenset[JobStatus],
+    kinds: frozenset[JobKind],
+    limit: int,
+    before: tuple[float, str] | None,
+) -> list[tuple[Job, str | None]]:
+    """JobStore.listing's query: (job, worker) newest first, through the (created_at, id) index."""
+    where: list[str] = ["1 = 1"]
+    params: list[Any] = []
+    if collection is not None:
+        where.append("collection = ?")
+        params.append(collection)
+    for column, values in (("status", statuses), ("kind", kinds)):
+        if values:
+            where.append(f"{column} IN ({', '.join('?' * len(values))})")
+            params.extend(sorted(v.value for v in values))
+    if before is not None:
+        where.append("(created_at < ? OR (created_at = ? AND id < ?))")
+        params.extend([before[0], before[0], before[1]])
+    rows = conn.execute(
+        f"SELECT {JOB_COLUMNS}, worker FROM jobs WHERE {' AND '.join(where)} ORDER BY created_at DESC, id DESC LIMIT ?",
+        (*params, limit),
+    )
+    return [(job_of_row(row), row[13]) for row in rows]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from indexing.job_schema import JOB_COLUMNS as _JOB_COLUMNS
-from indexing.job_schema import init_schema
+from indexing.job_schema import init_schema, select_listing
 from indexing.job_schema import job_of_row as _job
 from indexing.job_types import (
     GENERATION_KINDS,
@@ -205,24 +205,7 @@ class JobStore:
         """Jobs newest first (by creation time, then id), each with its worker, at most `limit`, never their
         payloads; only those of `collection`, of `statuses` and of `kinds` where given. `before`: the (created_at,
         id) of the last job of the previous page, so that pages neither overlap nor skip while jobs are added."""
-        where: list[str] = ["1 = 1"]
-        params: list[Any] = []
-        if collection is not None:
-            where.append("collection = ?")
-            params.append(collection)
-        for column, values in (("status", statuses), ("kind", kinds)):
-            if values:
-                where.append(f"{column} IN ({', '.join('?' * len(values))})")
-                params.extend(sorted(v.value for v in values))
-        if before is not None:
-            where.append("(created_at < ? OR (created_at = ? AND id < ?))")
-            params.extend([before[0], before[0], before[1]])
-        rows = self._conn().execute(
-            f"SELECT {_JOB_COLUMNS}, worker FROM jobs WHERE {' AND '.join(where)} "
-            "ORDER BY created_at DESC, id DESC LIMIT ?",
-            (*params, limit),
-        )
-        return [(_job(row), row[13]) for row in rows]
+        return select_listing(self._conn(), collection, statuses, kinds, limit, before)
 
     def payload(self, job_id: str) -> list[Any]:
         row = self._conn().execute("SELECT payload FROM jobs WHERE id = ?", (job_id,)).fetchone()
