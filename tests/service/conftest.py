@@ -65,6 +65,31 @@ def wait_job(client: httpx.Client, job_id: str, timeout: float = 120) -> dict[st
     raise TimeoutError(job_id)
 
 
+OK_DOC = {"id": "a", "text": "some text"}
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    """A server with small limits, so that the 413 paths are cheap to reach, holding one document in "c"."""
+    with running_server(
+        tmp_path_factory.mktemp("small"),
+        max_document_bytes=1000,
+        max_batch_documents=5,
+        max_batch_queries=3,
+        max_request_bytes=100_000,
+    ) as client:
+        r = client.post("/index", json={"collection": "c", "documents": [OK_DOC]})
+        assert wait_job(client, r.json()["job_id"])["status"] == "succeeded"
+        yield client
+
+
+def error_body(r: httpx.Response) -> dict[str, Any]:
+    """The error body without its request id (every error carries one; it differs per request)."""
+    err = dict(r.json()["error"])
+    assert err.pop("request_id") == r.headers["x-request-id"]
+    return err
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
     with running_server(tmp_path_factory.mktemp("vela")) as client:
