@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -107,5 +107,25 @@ def validate_name(name: str) -> str:
     return name
 
 
+COLLECTIONS_FOLDER = "collections"  # `<data dir>/collections/NAME`: every collection's folder
+REGISTRY_FOLDER = "models"  # the model registry's default place, `<data dir>/models` (VELA_MODELS_DIR unset)
+
+
+def on_this_data_dir(stored: str, root: Path) -> str:
+    """A registered model's folder as the collection at `root` reaches it now. A collection records the folder's
+    absolute path; the registry's default place lies inside the data directory, so a data directory moved to
+    another path (a new mount point, a renamed disk) moved its models with it. A recorded
+    `.../models/NAME` that is gone is `<this data dir>/models/NAME` when that exists; a folder still on disk
+    (a copied data directory) is used where it is. The data directory is the parent of the `collections`
+    folder that holds `root`."""
+    path = Path(stored)
+    if not path.is_absolute() or len(path.parts) < 2 or path.parts[-2] != REGISTRY_FOLDER or path.exists():
+        return stored
+    data_dir = next((p.parent for p in root.parents if p.name == COLLECTIONS_FOLDER), None)
+    moved = data_dir / REGISTRY_FOLDER / path.name if data_dir is not None else None
+    return str(moved) if moved is not None and moved.is_dir() else stored
+
+
 def load_settings(root: Path) -> CollectionSettings:
-    return CollectionSettings.from_json(json.loads((root / SETTINGS_FILE).read_text()))
+    settings = CollectionSettings.from_json(json.loads((root / SETTINGS_FILE).read_text()))
+    return replace(settings, embedder=on_this_data_dir(settings.embedder, root.resolve()))

@@ -24,6 +24,7 @@ from indexing.collection import (
     load_settings,
     validate_name,
 )
+from indexing.collection_settings import COLLECTIONS_FOLDER
 from indexing.engine import LOCAL_FANOUT
 from indexing.generations import serving_root
 from indexing.manifest import ManifestError
@@ -49,7 +50,7 @@ def read_collection(root: Path) -> Collection:
 
 def _same_embedder(root: Path, settings: CollectionSettings) -> None:
     """Creating a collection that exists is fine when it asks for the same embedder."""
-    existing = CollectionSettings.from_json(json.loads((root / SETTINGS_FILE).read_text()))
+    existing = load_settings(root)
     if existing.embedder != settings.embedder:
         raise CollectionConflict(f"collection {settings.name!r} already uses embedder {existing.embedder!r}")
 
@@ -59,7 +60,7 @@ class CollectionStore:
 
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = data_dir
-        self.root = data_dir / "collections"
+        self.root = data_dir / COLLECTIONS_FOLDER
         self.root.mkdir(parents=True, exist_ok=True)
         self.aliases = AliasStore(data_dir)  # names that point at a collection; `resolve` follows them
         self._open: dict[str, Collection] = {}

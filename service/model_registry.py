@@ -13,6 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from indexing.collection_settings import REGISTRY_FOLDER
 from models.loading import packaged_minilm_dir
 from models.registry import (
     BUILTIN_NAME,
@@ -44,7 +45,7 @@ def unknown_model_message(field: str) -> str:
 
 def models_dir(settings: Settings) -> Path:
     """VELA_MODELS_DIR, else `<data dir>/models`."""
-    return settings.models_dir if settings.models_dir is not None else settings.data_dir / "models"
+    return settings.models_dir if settings.models_dir is not None else settings.data_dir / REGISTRY_FOLDER
 
 
 @lru_cache(maxsize=8)
