@@ -13,7 +13,19 @@ from fastapi.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from models import Embedder as _torch_first  # noqa: F401  (torch before the routes load FAISS: models/_openmp.py)
-from service.api.routes import aliases, collections, documents, health, index, jobs, models, search, snapshots, ui
+from service.api.routes import (
+    aliases,
+    collections,
+    documents,
+    health,
+    index,
+    jobs,
+    limits,
+    models,
+    search,
+    snapshots,
+    ui,
+)
 from service.deps import require_api_key
 from service.errors import install_error_handlers
 from service.middleware import limit_body, request_guard, require_key
@@ -99,6 +111,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         search.recommend_router,
         aliases.router,
         models.router,
+        limits.router,
         snapshots.router,
         snapshots.upload_router,
     ):

@@ -4,12 +4,14 @@
 
     with VelaClient("http://127.0.0.1:8000", api_key="...") as vela:
         vela.index("docs", [{"id": "a", "text": "..."}], wait=True)
+        vela.index_in_batches("docs", read_corpus(), wait=True)  # any iterable, in requests that fit the server
         hits = vela.search("docs", "a question", k=5).hits
 
 Imports only httpx, pydantic and anyio: no model or index code comes with it.
 """
 
 from vela_client.async_client import AsyncVelaClient
+from vela_client.bulk import IndexProgress
 from vela_client.calls import DocumentLike, SearchOptions
 from vela_client.errors import (
     ChecksumMismatch,
@@ -44,6 +46,7 @@ from vela_client.models import (
     Job,
     JobAccepted,
     JobPage,
+    Limits,
     Model,
     ModelEval,
     PassageRef,
@@ -78,6 +81,7 @@ __all__ = [
     "Fusion",
     "Health",
     "Hit",
+    "IndexProgress",
     "InvalidRequest",
     "InvalidSnapshot",
     "Job",
@@ -85,6 +89,7 @@ __all__ = [
     "JobFailed",
     "JobPage",
     "JobWaitTimeout",
+    "Limits",
     "Model",
     "ModelEval",
     "NotFound",

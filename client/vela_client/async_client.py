@@ -16,6 +16,7 @@ import anyio
 import httpx
 
 from vela_client import calls
+from vela_client.async_bulk import AsyncBulkMixin
 from vela_client.async_collections import AsyncCollectionsMixin
 from vela_client.async_documents import AsyncDocumentsMixin
 from vela_client.async_snapshots import AsyncSnapshotsMixin
@@ -23,7 +24,16 @@ from vela_client.calls import SearchOptions
 from vela_client.config import DEFAULT_TIMEOUT_S
 from vela_client.config import http_options as _options
 from vela_client.errors import ClientClosed, error_from_transport
-from vela_client.models import BatchSearchResponse, Health, Job, JobAccepted, JobPage, Readiness, SearchResponse
+from vela_client.models import (
+    BatchSearchResponse,
+    Health,
+    Job,
+    JobAccepted,
+    JobPage,
+    Limits,
+    Readiness,
+    SearchResponse,
+)
 from vela_client.retry import RetryPolicy, retry_delay
 from vela_client.routes import Call
 from vela_client.transfers import file_chunks_async
@@ -32,7 +42,7 @@ from vela_client.waiting import AsyncProgressCallback, JobRef, JobWatch, check_w
 T = TypeVar("T")
 
 
-class AsyncVelaClient(AsyncDocumentsMixin, AsyncCollectionsMixin, AsyncSnapshotsMixin):
+class AsyncVelaClient(AsyncDocumentsMixin, AsyncBulkMixin, AsyncCollectionsMixin, AsyncSnapshotsMixin):
     """A Vela API client over one `httpx.AsyncClient` (a connection pool: share one client, and close it).
 
     `base_url` and `api_key` default to VELA_URL and VELA_API_KEY. `retry` governs 503 answers and connection
@@ -71,7 +81,9 @@ class AsyncVelaClient(AsyncDocumentsMixin, AsyncCollectionsMixin, AsyncSnapshots
     async def _request(self, call: Call[T]) -> httpx.Response:
         """One try of `call`: its answer read whole, or for a download, its body written to the target as it comes
         (a try after a broken one starts the file over). The file's reads and writes run in worker threads."""
-        body = file_chunks_async(call.upload) if call.upload is not None else None
+        body: Any = call.content
+        if call.upload is not None:
+            body = file_chunks_async(call.upload)
         request = self._http.build_request(
             call.route.method, call.path, json=call.json, params=call.params, content=body, headers=call.headers
         )
@@ -121,6 +133,11 @@ class AsyncVelaClient(AsyncDocumentsMixin, AsyncCollectionsMixin, AsyncSnapshots
     async def metrics(self) -> str:
         """The Prometheus text exposition."""
         return await self._send(calls.metrics())
+
+    async def limits(self) -> Limits:
+        """The per-request bounds the server enforces (largest JSON body, documents a request, ...): what
+        `index_in_batches` sizes its requests by. NotFound from a server older than this route."""
+        return await self._send(calls.limits())
 
     # Search
 

@@ -9,6 +9,8 @@ from typing import Any, Literal, overload
 from vela_client import calls, document_calls
 from vela_client.bases import AsyncBase
 from vela_client.calls import DocumentLike
+from vela_client.document_calls import INDEX_IN_BATCHES
+from vela_client.errors import PayloadTooLarge
 from vela_client.models import DocumentPage, Facet, Job, JobAccepted, StoredDocument
 from vela_client.waiting import AsyncProgressCallback
 
@@ -61,10 +63,16 @@ class AsyncDocumentsMixin(AsyncBase):
         metadata fields `schema` declares, `strict` or not, as `set_schema` takes them; an existing collection must
         have those, Conflict otherwise).
 
-        Returns the accepted job at once; with `wait=True`, waits for it (see `wait_job`) and returns its final
-        state, raising JobFailed if it did not succeed."""
+        The documents go in one request, as one job (PayloadTooLarge over the server's limits: `index_in_batches`
+        sends any number, from any iterable, in requests that fit). Returns the accepted job at once; with
+        `wait=True`, waits for it (see `wait_job`) and returns its final state, raising JobFailed if it did not
+        succeed."""
         call = calls.index(collection, documents, embedder=embedder, shards=shards, schema=schema, strict=strict)
-        return await self._submit(call, wait, on_progress, timeout)
+        try:
+            return await self._submit(call, wait, on_progress, timeout)
+        except PayloadTooLarge as exc:
+            exc.add_note(INDEX_IN_BATCHES)
+            raise
 
     @overload
     async def delete_document(self, collection: str, doc_id: str, *, wait: Literal[False] = False) -> JobAccepted: ...

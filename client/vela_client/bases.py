@@ -1,9 +1,9 @@
 """What the resource mixins call on their client: `SyncBase` for `VelaClient`'s, `AsyncBase` for `AsyncVelaClient`'s.
 
-Each client inherits its base through its mixins (sync_documents.py, sync_collections.py, sync_snapshots.py and
-their async twins)
-and defines `_send` (one request, with retries) and `_submit` (a write that starts a job, then maybe waits for it);
-the stubs here only give the mixins those signatures to type-check against.
+Each client inherits its base through its mixins (sync_documents.py, sync_collections.py, sync_snapshots.py,
+sync_bulk.py and their async twins) and defines `_send` (one request, with retries), `_submit` (a write that starts
+a job, then maybe waits for it) and `wait_job`; the stubs here only give the mixins those signatures to type-check
+against.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import TypeVar
 
 from vela_client.models import Job, JobAccepted
 from vela_client.routes import Call
-from vela_client.waiting import AsyncProgressCallback, ProgressCallback
+from vela_client.waiting import AsyncProgressCallback, JobRef, ProgressCallback
 
 T = TypeVar("T")
 
@@ -28,6 +28,17 @@ class SyncBase:
     ) -> JobAccepted | Job:
         raise NotImplementedError
 
+    def wait_job(
+        self,
+        job: JobRef,
+        *,
+        on_progress: ProgressCallback | None = None,
+        timeout: float | None = None,
+        poll_interval: float = 0.5,
+        check: bool = True,
+    ) -> Job:
+        raise NotImplementedError
+
 
 class AsyncBase:
     """The transport `AsyncVelaClient` gives its mixins."""
@@ -38,4 +49,15 @@ class AsyncBase:
     async def _submit(
         self, call: Call[JobAccepted], wait: bool, on_progress: AsyncProgressCallback | None, timeout: float | None
     ) -> JobAccepted | Job:
+        raise NotImplementedError
+
+    async def wait_job(
+        self,
+        job: JobRef,
+        *,
+        on_progress: AsyncProgressCallback | None = None,
+        timeout: float | None = None,
+        poll_interval: float = 0.5,
+        check: bool = True,
+    ) -> Job:
         raise NotImplementedError

@@ -26,6 +26,7 @@ from vela_client.models import (
     Job,
     JobAccepted,
     JobPage,
+    Limits,
     Mode,
     Model,
     ModelList,
@@ -135,6 +136,23 @@ def _document(doc: DocumentLike) -> dict[str, Any]:
     return dict(doc)
 
 
+def index_envelope(
+    collection: str, *, embedder: str | None, shards: int | None, schema: Mapping[str, str] | None, strict: bool
+) -> dict[str, Any]:
+    """The body of `POST /index` but its documents: every batch of `index_in_batches` repeats it."""
+    if strict and schema is None:
+        raise ValueError("strict applies only with a schema")
+    body = _set(collection=collection, embedder=embedder, shards=shards)
+    if schema is not None:
+        body["schema"] = {"fields": dict(schema), "strict": strict}
+    return body
+
+
+def check_documents_argument(documents: object) -> None:
+    if isinstance(documents, (str, bytes, Mapping)):  # iterable, but not of documents
+        raise TypeError(f"documents is a list of documents, not one {type(documents).__name__}")
+
+
 def index(
     collection: str,
     documents: Iterable[DocumentLike],
@@ -144,13 +162,8 @@ def index(
     schema: Mapping[str, str] | None = None,
     strict: bool = False,
 ) -> Call[JobAccepted]:
-    if strict and schema is None:
-        raise ValueError("strict applies only with a schema")
-    body = _set(collection=collection, embedder=embedder, shards=shards)
-    if schema is not None:
-        body["schema"] = {"fields": dict(schema), "strict": strict}
-    if isinstance(documents, (str, bytes, Mapping)):  # iterable, but not of documents
-        raise TypeError(f"documents is a list of documents, not one {type(documents).__name__}")
+    body = index_envelope(collection, embedder=embedder, shards=shards, schema=schema, strict=strict)
+    check_documents_argument(documents)
     body["documents"] = [_document(d) for d in documents]
     return routes.INDEX.call(_model(JobAccepted), json=body)
 
@@ -262,6 +275,10 @@ def retry_job(job_id: str) -> Call[Job]:
 def list_models() -> Call[list[Model]]:
     parse = _model(ModelList)
     return routes.LIST_MODELS.call(lambda r: parse(r).models)
+
+
+def limits() -> Call[Limits]:
+    return routes.LIMITS.call(_model(Limits))
 
 
 def list_aliases() -> Call[list[Alias]]:

@@ -13,6 +13,9 @@ from vela_client.calls import _model, _set
 from vela_client.models import Count, DocumentPage, Facet, JobAccepted, StoredDocument
 from vela_client.routes import Call
 
+# Added to a 413 that `index` gets: the way to send the same documents.
+INDEX_IN_BATCHES = "index sends its documents in one request: index_in_batches splits them into requests that fit"
+
 
 def get_document(collection: str, doc_id: str) -> Call[StoredDocument]:
     return routes.GET_DOCUMENT.call(_model(StoredDocument), name=collection, doc_id=doc_id)

@@ -161,6 +161,24 @@ class ModelList(_Response):
     models: list[Model]
 
 
+class Limits(_Response):
+    """The per-request bounds a server enforces (each a `VELA_*` setting of it): `index_in_batches` sizes its
+    requests by `max_json_bytes`, `max_batch_documents` and `max_document_bytes`."""
+
+    max_json_bytes: int
+    max_request_bytes: int
+    max_batch_documents: int
+    max_document_bytes: int
+    max_metadata_bytes: int
+    max_metadata_keys: int
+    max_metadata_depth: int
+    max_batch_queries: int
+    max_query_chars: int
+    max_search_hits: int
+    max_search_depth: int
+    max_response_bytes: int
+
+
 class Alias(_Response):
     """A name that points at a collection; every call that takes a collection name takes an alias too."""
 

@@ -42,6 +42,7 @@ class Route:
         parse: Callable[[httpx.Response], T],
         *,
         json: Any = None,
+        content: bytes | None = None,
         params: Mapping[str, Any] | None = None,
         upload: Path | None = None,
         headers: Mapping[str, str] | None = None,
@@ -53,7 +54,8 @@ class Route:
                 raise ValueError(f"{name} must be a non-empty string, not {value!r}")
         path = self.path.format(**{k: path_segment(v) for k, v in path_params.items()})
         params_sent = dict(params) if params else None
-        return Call(self, path, parse, json, params_sent, upload, dict(headers) if headers else None, download)
+        sent_headers = dict(headers) if headers else None
+        return Call(self, path, parse, json, params_sent, upload, sent_headers, download, content)
 
 
 def path_segment(value: str) -> str:
@@ -68,7 +70,8 @@ def path_segment(value: str) -> str:
 class Call(Generic[T]):
     """One request. `upload`: a file sent as the body, in chunks (read again from its start on each try).
     `download`: where a successful answer's body is written as it comes, instead of being read into memory
-    (`parse` then sees the response without its body)."""
+    (`parse` then sees the response without its body). `content`: a body already encoded (a batch of documents,
+    encoded once to measure it, is sent as those very bytes)."""
 
     route: Route
     path: str
@@ -78,6 +81,7 @@ class Call(Generic[T]):
     upload: Path | None = None
     headers: dict[str, str] | None = None
     download: DownloadTarget | None = None
+    content: bytes | None = None
 
 
 HEALTHZ = Route("GET", "/healthz")
@@ -109,6 +113,7 @@ RECOMMEND = Route("POST", "/recommend")
 GET_JOB = Route("GET", "/jobs/{job_id}")
 LIST_JOBS = Route("GET", "/jobs")
 LIST_MODELS = Route("GET", "/models")
+LIMITS = Route("GET", "/limits")
 LIST_ALIASES = Route("GET", "/aliases")
 GET_ALIAS = Route("GET", "/aliases/{alias}")
 # Pointing an alias at a collection twice leaves the same alias: safe to send again.
@@ -157,6 +162,7 @@ ROUTES: tuple[Route, ...] = (
     CANCEL_JOB,
     RETRY_JOB,
     LIST_MODELS,
+    LIMITS,
     LIST_ALIASES,
     GET_ALIAS,
     PUT_ALIAS,

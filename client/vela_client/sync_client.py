@@ -19,9 +19,19 @@ from vela_client.calls import SearchOptions
 from vela_client.config import DEFAULT_TIMEOUT_S
 from vela_client.config import http_options as _options
 from vela_client.errors import ClientClosed, error_from_transport
-from vela_client.models import BatchSearchResponse, Health, Job, JobAccepted, JobPage, Readiness, SearchResponse
+from vela_client.models import (
+    BatchSearchResponse,
+    Health,
+    Job,
+    JobAccepted,
+    JobPage,
+    Limits,
+    Readiness,
+    SearchResponse,
+)
 from vela_client.retry import RetryPolicy, retry_delay
 from vela_client.routes import Call
+from vela_client.sync_bulk import SyncBulkMixin
 from vela_client.sync_collections import SyncCollectionsMixin
 from vela_client.sync_documents import SyncDocumentsMixin
 from vela_client.sync_snapshots import SyncSnapshotsMixin
@@ -31,7 +41,7 @@ from vela_client.waiting import JobRef, JobWatch, ProgressCallback, check_wait_o
 T = TypeVar("T")
 
 
-class VelaClient(SyncDocumentsMixin, SyncCollectionsMixin, SyncSnapshotsMixin):
+class VelaClient(SyncDocumentsMixin, SyncBulkMixin, SyncCollectionsMixin, SyncSnapshotsMixin):
     """A Vela API client over one `httpx.Client` (a connection pool: share one client, and close it).
 
     `base_url` and `api_key` default to VELA_URL and VELA_API_KEY. `retry` governs 503 answers and connection
@@ -70,7 +80,9 @@ class VelaClient(SyncDocumentsMixin, SyncCollectionsMixin, SyncSnapshotsMixin):
     def _request(self, call: Call[T]) -> httpx.Response:
         """One try of `call`: its answer read whole, or for a download, its body written to the target as it comes
         (a try after a broken one starts the file over)."""
-        body = file_chunks(call.upload) if call.upload is not None else None
+        body: Any = call.content
+        if call.upload is not None:
+            body = file_chunks(call.upload)
         request = self._http.build_request(
             call.route.method, call.path, json=call.json, params=call.params, content=body, headers=call.headers
         )
@@ -120,6 +132,11 @@ class VelaClient(SyncDocumentsMixin, SyncCollectionsMixin, SyncSnapshotsMixin):
     def metrics(self) -> str:
         """The Prometheus text exposition."""
         return self._send(calls.metrics())
+
+    def limits(self) -> Limits:
+        """The per-request bounds the server enforces (largest JSON body, documents a request, ...): what
+        `index_in_batches` sizes its requests by. NotFound from a server older than this route."""
+        return self._send(calls.limits())
 
     # Search
 

@@ -11,6 +11,7 @@ from vela_client import AsyncVelaClient, VelaClient, models
 from vela_client.calls import SearchOptions
 
 from service import document_schemas, reindex_schemas, schemas, search_requests, search_schemas, snapshot_schemas
+from service.api.routes.limits import LimitsOut
 
 
 def _fields(model: type[BaseModel]) -> set[str]:
@@ -39,6 +40,7 @@ def test_every_search_option_is_a_client_keyword() -> None:
         (models.Fusion, search_requests.FusionOptions),
         (models.Document, schemas.Document),
         (models.Snapshot, snapshot_schemas.SnapshotOut),
+        (models.Limits, LimitsOut),
     ],
 )
 def test_client_models_have_every_server_field(client: type[BaseModel], server: type[BaseModel]) -> None:
@@ -58,6 +60,7 @@ def test_reindex_takes_every_request_field(cls: Client) -> None:
 def test_index_and_set_schema_take_every_request_field(cls: Client) -> None:
     index = set(inspect.signature(cls.index).parameters)
     assert _fields(schemas.IndexRequest) - index == set()
+    assert _fields(schemas.IndexRequest) - set(inspect.signature(cls.index_in_batches).parameters) == set()
     # The schema's own fields: `fields` is index's `schema` (and set_schema's `fields`), `strict` is `strict`.
     assert _fields(schemas.CollectionSchema) - {"fields"} - index == set()
     assert _fields(schemas.CollectionSchema) - set(inspect.signature(cls.set_schema).parameters) == set()

@@ -1,0 +1,53 @@
+"""GET /limits reports the bounds the server enforces, as set, behind the API key like every resource route; a
+JSON body of exactly the `max_json_bytes` it reports is taken and one byte more is refused, so a client that sizes
+its requests by it never meets a 413."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.service.conftest import running_app, wait_job
+
+KEY = "limits-key"
+
+
+def _index_body(size: int) -> bytes:
+    """A one-document POST /index body of exactly `size` bytes (its text pads it)."""
+    body = {"collection": "fits", "documents": [{"id": "a", "text": ""}]}
+    empty = len(json.dumps(body, separators=(",", ":")))
+    body["documents"][0]["text"] = "o" * (size - empty)
+    raw = json.dumps(body, separators=(",", ":")).encode()
+    assert len(raw) == size
+    return raw
+
+
+def test_limits_are_the_settings_in_force_behind_the_key(tmp_path: Path, tiny_embedder_dir: Path) -> None:
+    settings = {
+        "api_keys": KEY,
+        "embedder": str(tiny_embedder_dir),
+        "max_json_bytes": 4096,
+        "max_batch_documents": 7,
+        "max_batch_queries": 9,
+    }
+    with running_app(tmp_path, **settings) as (client, _):
+        assert client.get("/limits").status_code == 401
+        client.headers["X-API-Key"] = KEY
+        limits = client.get("/limits").json()
+        assert (limits["max_json_bytes"], limits["max_batch_documents"]) == (4096, 7)
+        assert (limits["max_document_bytes"], limits["max_batch_queries"]) == (1_000_000, 9)
+        assert limits["max_request_bytes"] == 256 * 1024 * 1024
+
+        headers = {"Content-Type": "application/json"}
+        over = client.post("/index", content=_index_body(limits["max_json_bytes"] + 1), headers=headers)
+        assert over.status_code == 413 and "VELA_MAX_JSON_BYTES" in over.json()["error"]["message"]
+        whole = client.post("/index", content=_index_body(limits["max_json_bytes"]), headers=headers)
+        assert whole.status_code == 202, whole.text
+        assert wait_job(client, whole.json()["job_id"])["status"] == "succeeded"
+
+
+def test_a_json_limit_above_the_request_limit_reports_the_lower(tmp_path: Path, tiny_embedder_dir: Path) -> None:
+    """The body limit of JSON routes is the lower of the two settings (the middleware's rule)."""
+    settings = {"embedder": str(tiny_embedder_dir), "max_request_bytes": 2048, "max_json_bytes": 1 << 20}
+    with running_app(tmp_path, **settings) as (client, _):
+        assert client.get("/limits").json()["max_json_bytes"] == 2048
