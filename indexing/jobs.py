@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from indexing import job_lookups as lookups
+from indexing.job_leases import JobLeases
 from indexing.job_lookups import UNFINISHED
 from indexing.job_retention import JobRetention
 from indexing.job_schema import JOB_COLUMNS as _JOB_COLUMNS
@@ -53,13 +54,15 @@ log = logging.getLogger("vela.jobs")
 
 
 class JobStore:
-    """`retention_s`: finished jobs older than this are deleted (None: kept for ever; indexing/job_retention.py)."""
+    """`retention_s`: finished jobs older than this are deleted (None: kept for ever; indexing/job_retention.py).
+    `lease_s`: the jobs this store starts are leased for that long, renewed as they run (indexing/job_leases.py)."""
 
-    def __init__(self, path: Path, retention_s: float | None = None) -> None:
+    def __init__(self, path: Path, retention_s: float | None = None, lease_s: float | None = None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._local = threading.local()
         self.retention = JobRetention(self._conn, retention_s)
+        self.leases = JobLeases(self._conn, lease_s)
         init_sqlite(path, init_schema)
 
     def _conn(self) -> sqlite3.Connection:
@@ -171,11 +174,13 @@ class JobStore:
         return [r[0] for r in rows]
 
     def start(self, job_id: str, worker: str = "in-process") -> Job:
-        """Mark the job running, unless it has ended meanwhile (another worker ran it): the job as it is."""
+        """Mark the job running, unless it has ended meanwhile (another worker ran it): the job as it is. Leased
+        to this process when the store leases jobs (a `vela worker`'s), unleased otherwise."""
+        owner, until = self.leases.on_start()
         self._conn().execute(
             "UPDATE jobs SET status = ?, started_at = COALESCE(started_at, ?), attempts = attempts + 1, "
-            "worker = ? WHERE id = ? AND status IN (?, ?)",
-            (JobStatus.RUNNING.value, time.time(), worker, job_id, *UNFINISHED),
+            "worker = ?, lease_owner = ?, lease_until = ? WHERE id = ? AND status IN (?, ?)",
+            (JobStatus.RUNNING.value, time.time(), worker, owner, until, job_id, *UNFINISHED),
         )
         return self.get(job_id)
 
