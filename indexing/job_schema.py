@@ -24,7 +24,9 @@ CREATE TABLE IF NOT EXISTS jobs (
     started_at REAL,
     finished_at REAL,
     worker TEXT,
-    result TEXT
+    result TEXT,
+    lease_owner TEXT,
+    lease_until REAL
 );
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs(status);
 CREATE INDEX IF NOT EXISTS jobs_created ON jobs(created_at, id);
@@ -38,6 +40,9 @@ def init_schema(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE jobs ADD COLUMN worker TEXT")
     if "result" not in columns:  # a jobs table from before jobs reported results
         conn.execute("ALTER TABLE jobs ADD COLUMN result TEXT")
+    if "lease_owner" not in columns:  # a jobs table from before workers leased their jobs (indexing/job_leases.py)
+        conn.execute("ALTER TABLE jobs ADD COLUMN lease_owner TEXT")
+        conn.execute("ALTER TABLE jobs ADD COLUMN lease_until REAL")
 
 
 JOB_COLUMNS = (

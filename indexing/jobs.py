@@ -13,6 +13,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from indexing import job_lookups as lookups
+from indexing.job_leases import JobLeases
+from indexing.job_lookups import UNFINISHED
+from indexing.job_retention import JobRetention
 from indexing.job_schema import JOB_COLUMNS as _JOB_COLUMNS
 from indexing.job_schema import init_schema, select_listing
 from indexing.job_schema import job_of_row as _job
@@ -48,18 +52,17 @@ __all__ = [
 
 log = logging.getLogger("vela.jobs")
 
-PURGE_EVERY_S = 600.0  # how often, at most, a process deletes the finished jobs past the retention
-
 
 class JobStore:
-    """`retention_s`: finished jobs older than this are deleted (None: kept for ever); see `purge_finished`."""
+    """`retention_s`: finished jobs older than this are deleted (None: kept for ever; indexing/job_retention.py).
+    `lease_s`: the jobs this store starts are leased for that long, renewed as they run (indexing/job_leases.py)."""
 
-    def __init__(self, path: Path, retention_s: float | None = None) -> None:
+    def __init__(self, path: Path, retention_s: float | None = None, lease_s: float | None = None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self.retention_s = retention_s
         self._local = threading.local()
-        self._next_purge = 0.0  # monotonic time: a purge at most every PURGE_EVERY_S per process
+        self.retention = JobRetention(self._conn, retention_s)
+        self.leases = JobLeases(self._conn, lease_s)
         init_sqlite(path, init_schema)
 
     def _conn(self) -> sqlite3.Connection:
@@ -74,28 +77,8 @@ class JobStore:
         no server's runner then takes it for one a crash left behind)."""
         job_id = uuid.uuid4().hex
         self._conn().execute(*self._insert(job_id, collection, kind, payload, running_in))
-        self._purge_now_and_then()
+        self.retention.now_and_then()
         return self.get(job_id)
-
-    def purge_finished(self, older_than_s: float) -> int:
-        """Delete the jobs that ended (succeeded, failed, cancelled) more than `older_than_s` seconds ago; how
-        many. Unfinished jobs are never deleted, however old. The freed pages are reused by new jobs, so the file
-        stops growing once jobs end as fast as they come."""
-        cutoff = time.time() - older_than_s
-        marks = ",".join("?" * len(TERMINAL))
-        cursor = self._conn().execute(
-            f"DELETE FROM jobs WHERE status IN ({marks}) AND finished_at < ?",
-            (*(s.value for s in TERMINAL), cutoff),
-        )
-        return cursor.rowcount
-
-    def _purge_now_and_then(self) -> None:
-        """Retention runs where jobs are made, at most once every PURGE_EVERY_S in a process: a job store grows
-        only by its writes, and a server that takes none has nothing to purge."""
-        if self.retention_s is None or time.monotonic() < self._next_purge:
-            return
-        self._next_purge = time.monotonic() + PURGE_EVERY_S
-        self.purge_finished(self.retention_s)
 
     def create_unless_unfinished(
         self, *, collection: str, kind: JobKind, payload: list[Any], kinds: frozenset[JobKind]
@@ -119,47 +102,19 @@ class JobStore:
 
     def unfinished_of(self, collection: str, kinds: frozenset[JobKind]) -> str | None:
         """A queued or running job of one of `kinds` on the collection (the oldest), or None."""
-        marks = ",".join("?" * len(kinds))
-        return self._first_id(
-            f"SELECT id FROM jobs WHERE collection = ? AND kind IN ({marks}) AND status IN (?, ?) "
-            "ORDER BY created_at LIMIT 1",
-            (collection, *sorted(k.value for k in kinds), JobStatus.QUEUED.value, JobStatus.RUNNING.value),
-        )
+        return lookups.unfinished_of(self._conn(), collection, kinds)
 
     def pending_document(self, collection: str, doc_id: str) -> dict[str, Any] | None:
-        """The document `doc_id` as the newest queued or running upsert of the collection sent it, or None: what
-        the collection will hold once the writes recorded before now have run. Reads only unfinished jobs'
-        payloads (a finished job's is dropped), each at most a batch."""
-        sql = (
-            "SELECT d.value FROM jobs, json_each(jobs.payload) AS d WHERE jobs.collection = ? AND jobs.kind = ? "
-            "AND jobs.status IN (?, ?) AND json_extract(d.value, '$.id') = ? ORDER BY jobs.created_at DESC LIMIT 1"
-        )
-        unfinished = (JobStatus.QUEUED.value, JobStatus.RUNNING.value)
-        row = self._conn().execute(sql, (collection, JobKind.UPSERT.value, *unfinished, doc_id)).fetchone()
-        return None if row is None else dict(json.loads(row[0]))
-
-    def _first_id(self, sql: str, params: tuple[Any, ...]) -> str | None:
-        """The id in the first row `sql` selects, or None."""
-        row = self._conn().execute(sql, params).fetchone()
-        return None if row is None else str(row[0])
+        """The document `doc_id` as the newest unfinished upsert of the collection sent it, or None."""
+        return lookups.pending_document(self._conn(), collection, doc_id)
 
     def latest_of(self, collection: str, kinds: frozenset[JobKind]) -> str | None:
         """The newest job of one of `kinds` on the collection, whatever its status, or None."""
-        marks = ",".join("?" * len(kinds))
-        return self._first_id(
-            f"SELECT id FROM jobs WHERE collection = ? AND kind IN ({marks}) ORDER BY created_at DESC LIMIT 1",
-            (collection, *sorted(k.value for k in kinds)),
-        )
+        return lookups.latest_of(self._conn(), collection, kinds)
 
     def older_unfinished(self, job_id: str, kinds: frozenset[JobKind]) -> str | None:
         """The oldest queued or running job of one of `kinds` on `job_id`'s collection recorded before it."""
-        marks = ",".join("?" * len(kinds))
-        return self._first_id(
-            f"SELECT o.id FROM jobs o JOIN jobs j ON j.id = ? WHERE o.collection = j.collection "
-            f"AND o.created_at < j.created_at AND o.id != j.id AND o.kind IN ({marks}) AND o.status IN (?, ?) "
-            "ORDER BY o.created_at LIMIT 1",
-            (job_id, *sorted(k.value for k in kinds), JobStatus.QUEUED.value, JobStatus.RUNNING.value),
-        )
+        return lookups.older_unfinished(self._conn(), job_id, kinds)
 
     @staticmethod
     def _insert(
@@ -215,18 +170,17 @@ class JobStore:
 
     def unfinished(self) -> list[str]:
         """Jobs a crash may have interrupted, oldest first: they run again (at-least-once)."""
-        rows = self._conn().execute(
-            "SELECT id FROM jobs WHERE status IN (?, ?) ORDER BY created_at",
-            (JobStatus.QUEUED.value, JobStatus.RUNNING.value),
-        )
+        rows = self._conn().execute("SELECT id FROM jobs WHERE status IN (?, ?) ORDER BY created_at", UNFINISHED)
         return [r[0] for r in rows]
 
     def start(self, job_id: str, worker: str = "in-process") -> Job:
-        """Mark the job running, unless it has ended meanwhile (another worker ran it): the job as it is."""
+        """Mark the job running, unless it has ended meanwhile (another worker ran it): the job as it is. Leased
+        to this process when the store leases jobs (a `vela worker`'s), unleased otherwise."""
+        owner, until = self.leases.on_start()
         self._conn().execute(
             "UPDATE jobs SET status = ?, started_at = COALESCE(started_at, ?), attempts = attempts + 1, "
-            "worker = ? WHERE id = ? AND status IN (?, ?)",
-            (JobStatus.RUNNING.value, time.time(), worker, job_id, JobStatus.QUEUED.value, JobStatus.RUNNING.value),
+            "worker = ?, lease_owner = ?, lease_until = ? WHERE id = ? AND status IN (?, ?)",
+            (JobStatus.RUNNING.value, time.time(), worker, owner, until, job_id, *UNFINISHED),
         )
         return self.get(job_id)
 
@@ -242,7 +196,7 @@ class JobStore:
         ended job's result is final, as its status is (see `finish`)."""
         self._conn().execute(
             "UPDATE jobs SET result = ? WHERE id = ? AND status IN (?, ?)",
-            (json.dumps(result), job_id, JobStatus.QUEUED.value, JobStatus.RUNNING.value),
+            (json.dumps(result), job_id, *UNFINISHED),
         )
 
     def finish(
@@ -266,8 +220,7 @@ class JobStore:
                 time.time(),
                 *values,
                 job_id,
-                JobStatus.QUEUED.value,
-                JobStatus.RUNNING.value,
+                *UNFINISHED,
             ),
         )
         return cur.rowcount == 1
@@ -331,8 +284,7 @@ class JobStore:
                 JobStatus.QUEUED.value,
                 JobStatus.CANCELLED.value,
                 collection,
-                JobStatus.QUEUED.value,
-                JobStatus.RUNNING.value,
+                *UNFINISHED,
             ),
         )
 

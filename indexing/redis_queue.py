@@ -14,7 +14,9 @@ never runs later, after newer ones. A worker logs the outage and reconnects with
 
 Redis losing entries is survived too (restarted without persistence, or an `appendfsync everysec` AOF losing its
 last second): `requeue_lost` adds again every job the job store holds as queued that no entry names. The API runs
-it as it starts, and the workers every REQUEUE_EVERY_S and at once when they had to make the group again.
+it as it starts, and the workers every REQUEUE_EVERY_S and at once when they had to make the group again. In the
+same look the workers queue again the running jobs whose worker died and whose entry Redis lost with it
+(`requeue_abandoned`): a worker leases the jobs it runs in the job store (indexing/job_leases.py).
 """
 
 from __future__ import annotations
@@ -184,6 +186,32 @@ def requeue_lost(client: redis.Redis, stream: str, jobs: JobStore, *, queued_for
             extra={"stream": stream, "count": len(lost), "job_ids": lost[:20]},
         )
     return lost
+
+
+def requeue_abandoned(client: redis.Redis, stream: str, jobs: JobStore) -> list[str]:
+    """Queue again, and add to the stream, every running job whose lease expired (its worker died: see
+    indexing/job_leases.py) that no entry names; their ids, oldest first. Such a job would otherwise stay running
+    for ever: its worker is gone and Redis lost the entry a takeover would have claimed (restarted without
+    persistence, or an `appendfsync everysec` AOF that lost its last second).
+
+    A job an entry still names is left to the takeover of that entry (XAUTOCLAIM, after the same idle time): a
+    second entry could run it twice at once. The job store is read before the stream, and each job is queued again
+    by one conditional statement that holds only while it is still running with its lease expired: a job that
+    ended, or whose worker renewed the lease (it was alive after all), in between is left alone. A live worker
+    renews its leases in the job store, not in Redis, so losing Redis never makes its job look abandoned."""
+    expired = jobs.leases.expired()
+    if not expired:
+        return []
+    named = stream_job_ids(client, stream)
+    abandoned = [job_id for job_id in expired if job_id not in named and jobs.leases.requeue_expired(job_id)]
+    for job_id in abandoned:
+        client.xadd(stream, {"job_id": job_id})  # if this fails the job is queued: `requeue_lost` adds it later
+    if abandoned:
+        log.warning(
+            "running jobs whose worker is gone: queued again",
+            extra={"stream": stream, "count": len(abandoned), "job_ids": abandoned[:20]},
+        )
+    return abandoned
 
 
 def _after(entry_id: str) -> str:

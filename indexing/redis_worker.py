@@ -3,12 +3,15 @@
 It takes over entries another consumer left pending too long (XAUTOCLAIM), else reads new ones (XREADGROUP), runs
 one job at a time, re-claims its own entry on every batch as a heartbeat, and acknowledges and deletes the entry
 once the job ended. When Redis goes away it logs the outage and reconnects with capped exponential backoff. Between
-jobs it adds again the queued jobs whose entries Redis lost (`requeue_lost`).
+jobs it adds again the queued jobs whose entries Redis lost (`requeue_lost`), and queues again the running jobs
+whose worker died and whose entries Redis lost (`requeue_abandoned`). While it runs a job it renews the leases of
+the jobs it runs in the job store (indexing/job_leases.py), which is how the others know it is alive.
 """
 
 from __future__ import annotations
 
 import random
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -24,6 +27,7 @@ from indexing.redis_queue import (
     ensure_group,
     log,
     redis_client,
+    requeue_abandoned,
     requeue_lost,
     trim_acknowledged,
 )
@@ -38,7 +42,9 @@ class RedisWorker:
     With `jobs` (the job store the API records jobs in), the worker adds again to the stream the jobs queued for
     longer than `requeue_every_s` that no entry names (Redis lost them): every `requeue_every_s`, taking turns with
     the other workers (one pass per period among them), and at once, whatever their age, when it had to make the
-    consumer group again (Redis came back empty)."""
+    consumer group again (Redis came back empty). In the same pass it queues again the running jobs whose lease
+    expired and that no entry names (`requeue_abandoned`). A store made with `lease_s` leases the jobs this worker
+    starts, and the worker renews their leases every third of `lease_s` while it runs them."""
 
     def __init__(
         self,
@@ -110,10 +116,11 @@ class RedisWorker:
             log.info("stream trimmed", extra={"worker": self.name, "stream": self.stream, "deleted": trimmed})
 
     def requeue(self) -> list[str]:
-        """When due: the jobs queued for longer than requeue_every_s that no entry names added again
-        (`requeue_lost`), and every queued job that no entry names when this worker made the group again. One pass
-        per period among the workers (a key `<stream>:requeue` set with NX for that long), so that a lost job is
-        not added once by each of them. Returns what was added."""
+        """When due: the running jobs whose worker is gone queued again (`requeue_abandoned`), the jobs queued for
+        longer than requeue_every_s that no entry names added again (`requeue_lost`), and every queued job that no
+        entry names when this worker made the group again. One pass per period among the workers (a key
+        `<stream>:requeue` set with NX for that long), so that a lost job is not added once by each of them.
+        Returns what was added."""
         if self.jobs is None or time.monotonic() < self._requeue_at:
             return []
         self._requeue_at = time.monotonic() + self.requeue_every_s
@@ -122,7 +129,9 @@ class RedisWorker:
         if not everything_lost and not self.client.set(f"{self.stream}:requeue", self.name, nx=True, px=period_ms):
             return []  # another worker looks in this period
         try:
-            return requeue_lost(
+            # Running jobs first: one queued again here is then in the stream when requeue_lost reads it.
+            abandoned = requeue_abandoned(self.client, self.stream, self.jobs)
+            return abandoned + requeue_lost(
                 self.client, self.stream, self.jobs, queued_for_s=0.0 if everything_lost else self.requeue_every_s
             )
         except (redis.ConnectionError, redis.TimeoutError):
@@ -198,6 +207,17 @@ class RedisWorker:
         delay = min(self.reconnect_max_s, self.reconnect_first_s * 2 ** min(failures - 1, 30))
         return delay * random.uniform(0.5, 1.0)
 
+    def renew_leases(self) -> None:
+        """Renew the leases of the jobs this worker runs (the one its entry names, and an older write of the same
+        collection it runs first). A job store that cannot be written now (busy) is tried again at the next beat, a
+        third of the lease later; the job itself goes on."""
+        if self.jobs is None:
+            return
+        try:
+            self.jobs.leases.renew()
+        except sqlite3.Error as exc:
+            log.warning("job leases not renewed", extra={"worker": self.name, "error": str(exc)})
+
     def _run(self, entry_id: str, job_id: str) -> None:
         missed = False
 
@@ -219,13 +239,21 @@ class RedisWorker:
         # Beside the job's own beats (one per batch), a beat every third of the claim time, so that a live worker
         # keeps its job through a batch longer than that, or a wait for the collection's writer lock.
         done = threading.Event()
-        beats = threading.Thread(target=_beat_until, args=(done, heartbeat, self.claim_idle_ms / 3000), daemon=True)
-        beats.start()
+        beats = [threading.Thread(target=_beat_until, args=(done, heartbeat, self.claim_idle_ms / 3000), daemon=True)]
+        lease_s = None if self.jobs is None else self.jobs.leases.lease_s
+        if lease_s is not None:
+            # The leases on a thread of their own, which never waits for Redis: a Redis that hangs holds the
+            # heartbeat above for up to its timeouts and retries, longer than a short lease.
+            renew = threading.Thread(target=_beat_until, args=(done, self.renew_leases, lease_s / 3), daemon=True)
+            beats.append(renew)
+        for beat in beats:
+            beat.start()
         try:
             self.run(job_id, heartbeat)
         finally:
             done.set()
-            beats.join()
+            for beat in beats:
+                beat.join()
         self._unacked.append(entry_id)
         log.info("job done", extra={"worker": self.name, "job_id": job_id})
 

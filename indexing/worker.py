@@ -54,7 +54,9 @@ def main(*, name: str | None = None) -> int:
         torch.set_num_threads(settings.worker_threads)
     data_dir = settings.data_dir.expanduser().resolve()
     collections = CollectionStore(data_dir)
-    jobs = JobStore(data_dir / "jobs.sqlite3", retention_s=settings.jobs_retention_s())
+    # The jobs this worker starts are leased for the claim time and renewed by its heartbeat: a job whose lease
+    # expired has lost its worker, and is queued again even if Redis lost its entry (indexing/job_leases.py).
+    jobs = JobStore(data_dir / "jobs.sqlite3", retention_s=settings.jobs_retention_s(), lease_s=settings.claim_idle_s)
     embedders = EmbedderCache(device=device, precision=precision)
     try:
         embedders.get(settings.embedder)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from indexing import jobs as jobs_mod
+from indexing import job_retention
 from indexing.jobs import JobKind, JobNotFound, JobStatus, JobStore
 from indexing.settings import IndexingSettings
 
@@ -34,7 +34,7 @@ def test_finished_jobs_past_the_retention_are_deleted_unfinished_ones_never(
         store.finish(job.id, status)
     for job in (old_done, old_failed, old_queued):
         _age(store, job.id, 2 * 3600)
-    monkeypatch.setattr(store, "_next_purge", 0.0)  # as if the last purge were long ago
+    monkeypatch.setattr(store.retention, "next_purge", 0.0)  # as if the last purge were long ago
     store.create(collection="c", kind=JobKind.UPSERT, payload=[])  # a write: retention runs where jobs are made
     for gone in (old_done, old_failed):
         with pytest.raises(JobNotFound):
@@ -46,7 +46,7 @@ def test_finished_jobs_past_the_retention_are_deleted_unfinished_ones_never(
     _age(store, recent.id, 2 * 3600)
     store.create(collection="c", kind=JobKind.UPSERT, payload=[])
     assert store.get(recent.id).status == JobStatus.SUCCEEDED
-    assert time.monotonic() < store._next_purge <= time.monotonic() + jobs_mod.PURGE_EVERY_S
+    assert time.monotonic() < store.retention.next_purge <= time.monotonic() + job_retention.PURGE_EVERY_S
 
 
 def test_retention_zero_keeps_every_job_and_the_default_is_a_week(tmp_path: Path) -> None:
