@@ -22,13 +22,13 @@ def healthz() -> dict[str, str]:
 router.add_api_route("/healthz", healthz, methods=["HEAD"], include_in_schema=False)
 
 
-@router.get("/readyz", responses={503: {"description": "still starting"}})
+@router.get("/readyz", responses={503: {"description": "the process is stopping"}})
 def readyz(state: State) -> dict[str, object]:
     """Readiness: models loaded, collections checked, the job queue running. `queue` is `unreachable` while Redis
     does not answer: writes are refused with 503 `queue_unavailable` meanwhile, but searches are served, so the
     process stays ready (200)."""
     if not state.ready:
-        raise ApiError(503, "not_ready", "starting: loading models and checking collections")
+        raise ApiError(503, "not_ready", "not serving: the process is stopping")
     # Counts and states only: the probe is public even with keys on, and must not show install paths or the
     # Redis URL.
     return {
