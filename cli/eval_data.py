@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cli.ingest import load_documents
+from cli.ingest_input import load_documents
 from cli.model_names import ModelChoice, resolve_model
 from velaio.beir import read_corpus, read_qrels, read_queries, read_query_ids
 

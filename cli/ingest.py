@@ -2,78 +2,37 @@
 
     vela ingest --data ../shared/data/beir/scifact --collection scifact [--shards 3] [--ray 127.0.0.1:6379]
 
-The ingest is recorded as a job (so `GET /jobs/{id}` of a server on the same data directory follows it).
-Without --ray it runs the job here, exactly as a server's in-process queue would; with --ray the collection
-must be sharded, and Ray Data embeds it on the cluster (indexing/ray_ingest.py).
+The input is read twice: once to check every document before anything is written (cli/ingest_input.py), then
+again as consecutive jobs of bounded size (--job-docs, --job-bytes), each recorded just before it runs, so that
+memory and every job's payload follow a job, not the corpus (cli/ingest_run.py). A job is what `GET /jobs/{id}`
+of a server on the same data directory follows. Without --ray the jobs run here, exactly as a server's
+in-process queue would run them; with --ray the collection must be sharded, and Ray Data embeds each job on
+the cluster (indexing/ray_ingest.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from cli.arg_types import positive_int
-from cli.interrupts import GracefulStop
+from cli.arg_types import int_within, positive_int
 
-
-class BadInput(ValueError):
-    """The input cannot be ingested as it is: the message names the line or document."""
-
-
-def read_documents(path: Path) -> Iterator[dict[str, Any]]:
-    """A BEIR folder (corpus.jsonl with _id), or a JSONL file of API documents ({id, text, title?, metadata?}).
-    A JSONL line is checked as `POST /index` checks a document. Every fault is a ValueError naming the line."""
-    from velaio.lines import json_objects
-
-    if path.is_dir():
-        from velaio.beir import read_corpus
-
-        if not (path / "corpus.jsonl").is_file():
-            raise BadInput(f"{path} is a folder without corpus.jsonl: give a BEIR folder or a JSONL file")
-        yield from read_corpus(path)
-        return
-    if not path.is_file():
-        raise BadInput(f"no file or folder {path}")
-    from pydantic import ValidationError
-
-    from service.schemas import Document
-
-    for n, d in json_objects(path, "a document"):
-        raw_id = d.get("id", d.get("_id"))
-        if raw_id is None:
-            raise BadInput(f"{path}:{n}: the document has no id (an `id` or `_id` field)")
-        doc = {"id": str(raw_id), **{k: v for k, v in d.items() if k in ("title", "text", "metadata")}}
-        try:
-            Document.model_validate(doc)
-        except ValidationError as e:
-            problems = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())
-            raise BadInput(f"{path}:{n} (id {doc['id'][:100]!r}): {problems}") from None
-        yield doc
-
-
-def load_documents(source: Path, docs: Iterable[dict[str, Any]], settings: Any) -> list[dict[str, Any]]:
-    """All documents, refused as `POST /index` refuses a request: none at all, a repeated id (which one would
-    win?) or metadata out of the server's bounds. `vela ingest` and `vela eval` load a corpus through here."""
-    from service.limits import metadata_problem
-
-    out: list[dict[str, Any]] = []
-    seen: dict[str, int] = {}
-    for i, d in enumerate(docs):
-        if d["id"] in seen:
-            raise BadInput(f"{source}: id {d['id'][:100]!r} is given twice (documents {seen[d['id']] + 1} and {i + 1})")
-        seen[d["id"]] = i
-        problem = metadata_problem(d.get("metadata"), settings)
-        if problem is not None:
-            raise BadInput(f"{source}: document {i + 1} (id {d['id'][:100]!r}): {problem}")
-        out.append(d)
-    if not out:
-        raise BadInput(f"{source} holds no documents")
-    return out
+# A job's size by default. 10,000 documents is the most that one POST /index takes (VELA_MAX_BATCH_DOCUMENTS) and
+# 32 MiB its largest JSON body (VELA_MAX_JSON_BYTES): a job of `vela ingest` is then no larger than one a server
+# takes, whose payload a job runner reads back whole (several times its JSON size as Python objects) and that
+# reads of pending documents scan. Jobs that size still run long enough (a minute or more of encoding on a CPU)
+# that the commit, merges and fusion choice each job ends with stay a small share of the time.
+JOB_DOCS = 10_000
+JOB_BYTES = 32 * 1024 * 1024
+# SQLite refuses a text value over 1,000,000,000 bytes (its default SQLITE_MAX_LENGTH): no larger job can be
+# recorded.
+MAX_JOB_BYTES = 1_000_000_000
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -89,15 +48,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--actors", type=positive_int, default=None, help="--ray: encoder actors (default: per GPU, else per node)"
     )
+    p.add_argument(
+        "--job-docs", type=positive_int, default=JOB_DOCS, metavar="N", help=f"documents per job (default {JOB_DOCS})"
+    )
+    p.add_argument(
+        "--job-bytes",
+        type=int_within(1, MAX_JOB_BYTES),
+        default=JOB_BYTES,
+        metavar="BYTES",
+        help=f"a job's documents as JSON, at most about this many bytes (default {JOB_BYTES}); a larger document "
+        "is a job of its own",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
-    from cli.console import DocumentBar
+    from cli.ingest_input import check_corpus, job_batches, read_documents
+    from cli.ingest_run import run_jobs
     from cli.model_names import ModelRefused, resolve_model
     from cli.models import models_dir
     from indexing.collection import CollectionConflict, validate_name
-    from indexing.ingest import run_job
-    from indexing.jobs import JobKind, JobStatus
+    from indexing.jobs import JobStatus
     from indexing.merger import wait_background
     from indexing.shards import ShardedCollection
     from service.documents import get_or_create_collection
@@ -128,12 +98,20 @@ def main(args: argparse.Namespace) -> int:
         return 2
     # The operator's choice, as the process default: a registered model's folder is what a collection records.
     settings = settings.model_copy(update={"embedder": embedder.load})
-    try:  # every document checked before a collection is made or a job recorded
-        docs = load_documents(args.data, islice(read_documents(args.data), args.max_docs), settings)
-    except ValueError as e:  # BadInput, and a BEIR or JSONL file's faults (file and line named)
+
+    def read() -> Iterable[dict[str, Any]]:
+        return islice(read_documents(args.data), args.max_docs)
+
+    try:  # every document checked before a collection is made or a job recorded; only their count is kept
+        total = check_corpus(args.data, read, settings)
+    except (ValueError, OSError) as e:  # BadInput, a BEIR or JSONL file's faults (file and line named), no access
         print(f"vela ingest: {e}", file=sys.stderr)
         return 2
-    state = build_state(settings)
+    try:
+        state = build_state(settings)
+    except (sqlite3.Error, OSError) as e:  # the job store cannot be opened or made (a read-only or full disk)
+        print(f"vela ingest: opening the data directory {settings.data_dir}: {e}", file=sys.stderr)
+        return 1
     try:
         coll = get_or_create_collection(state=state, name=args.collection, embedder=None, shards=args.shards)
     except (ValueError, CollectionConflict) as e:  # a name that is no collection's, or one of another shape
@@ -155,44 +133,41 @@ def main(args: argparse.Namespace) -> int:
         )
         return 2
     worker = "vela-ingest-ray" if args.ray else "vela-ingest"
-    job = state.jobs.create(collection=coll.name, kind=JobKind.UPSERT, payload=docs, running_in=worker)
-    # Named at the start, so that an interrupted run can be followed (GET /jobs/{id}) or retried.
-    print(f"job {job.id}: {len(docs)} documents into {coll.name!r}", file=sys.stderr)
-    stop = GracefulStop("stopping after this batch; what is stored stays searchable")
-    # Closed at the last document: the job's commit after it would otherwise print the bar again, later.
-    with stop, DocumentBar(f"ingest {coll.name}", total=len(docs)) as bar:
-
-        def advance(done: int, total: int) -> None:
-            bar(done, total)
-            if stop.requested:  # the job stops at its next batch, as a cancel through the API would stop it
-                state.jobs.request_cancel(job.id)
-
-        try:  # the same job runner as a server's queue: with --ray, run_job hands the upsert to Ray Data
-            status = run_job(
-                job_id=job.id,
-                jobs=state.jobs,
-                collections=state.collections,
-                embedders=state.embedders,
-                batch_size=settings.ingest_batch_size,
-                on_progress=advance,
-                worker=worker,
-                ray=settings.ray_ingest() if args.ray else None,  # VELA_RAY_ADDRESS alone does not send it to Ray
-            )
-        except KeyboardInterrupt:  # stopped mid-batch: failed, so that POST /jobs/{id}/retry can finish it
-            state.jobs.finish(job.id, JobStatus.FAILED, error="interrupted (vela ingest stopped at once)")
-            print(f"vela ingest: interrupted; job {job.id} failed: {AGAIN}", file=sys.stderr)
-            return 130
-    wait_background()  # merges and the fusion choice the job made due: not cut short by this process's end
-    final = state.jobs.get(job.id)
+    run = run_jobs(
+        state=state,
+        coll=coll,
+        batches=job_batches(read(), args.job_docs, args.job_bytes),  # the input read again, a job at a time
+        total=total,
+        batch_size=settings.ingest_batch_size,
+        worker=worker,
+        ray=settings.ray_ingest() if args.ray else None,  # VELA_RAY_ADDRESS alone does not send it to Ray
+    )
+    if run.interrupted:
+        said = f"job {run.failed_job} failed" if run.failed_job else f"stopped at {run.done} of {total} documents"
+        print(f"vela ingest: interrupted; {said}: {AGAIN}", file=sys.stderr)
+        return 130
+    wait_background()  # merges and the fusion choice the jobs made due: not cut short by this process's end
     # The model by the name requests use (as GET /collections shows it), not the packaged default's folder inside
     # the Python environment; a folder the operator gave (no name reaches it) is shown as that folder.
     shown = public_model_name(settings=settings, stored=coll.settings.embedder)
     stats = {**coll.stats(), "embedder": coll.settings.embedder if shown == UNREGISTERED else shown}
-    print(json.dumps({"job_id": job.id, "status": str(status), "error": final.error, "stats": stats}, indent=2))
-    if status == JobStatus.CANCELLED and stop.requested:
-        print(f"vela ingest: stopped at {final.done} of {final.total} documents: {AGAIN}", file=sys.stderr)
+    summary = {
+        "job_id": run.job_ids[-1] if run.job_ids else None,  # the last job: the one that ended the run
+        "job_ids": run.job_ids,
+        "status": str(run.status),
+        "done": run.done,
+        "total": total,
+        "error": run.error,
+        "stats": stats,
+    }
+    print(json.dumps(summary, indent=2))
+    if run.problem is not None:
+        print(f"vela ingest: {run.problem}; {run.done} of {total} documents went through: {AGAIN}", file=sys.stderr)
+        return 1
+    if run.status == JobStatus.CANCELLED and run.stopped:
+        print(f"vela ingest: stopped at {run.done} of {total} documents: {AGAIN}", file=sys.stderr)
         return 130
-    return 0 if status == JobStatus.SUCCEEDED else 1
+    return 0 if run.status == JobStatus.SUCCEEDED else 1
 
 
 AGAIN = "the same command again stores the rest (documents stored already are not encoded again)"
