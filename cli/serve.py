@@ -27,18 +27,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _run_one(args: argparse.Namespace, sock: socket.socket | None = None) -> int:
     """One API process: on its own port, or accepting on the supervisor's socket (in a forked process)."""
-    import uvicorn
-
     from service.main import create_app
-    from service.server import uvicorn_config
+    from service.server import StopSignalServer, uvicorn_config
     from service.settings import Settings
+    from service.state import stop_starting_jobs
 
     settings = Settings()  # read here: a forked process has VELA_SERVING_PROCESSES set by now
     app = create_app(settings)
-    # Header, keep-alive and connection limits come from the settings (VELA_HEADER_TIMEOUT_S and the rest).
-    uvicorn.Server(uvicorn_config(app, settings, host=args.host, port=args.port)).run(
-        sockets=[sock] if sock is not None else None
-    )
+    # Header, keep-alive and connection limits come from the settings (VELA_HEADER_TIMEOUT_S and the rest). From
+    # its SIGTERM on, the process starts no job while it drains its connections (service/server.py).
+    config = uvicorn_config(app, settings, host=args.host, port=args.port)
+    server = StopSignalServer(config, on_stop_signal=lambda: stop_starting_jobs(app.state.vela))
+    server.run(sockets=[sock] if sock is not None else None)
     return 0
 
 

@@ -6,6 +6,12 @@ process, the job runner, holds an exclusive lock on `<data dir>/jobs.lock` and r
 the runner finds them there within `poll_s`. The kernel releases the lock when its holder dies: another
 process takes it on its next poll, runs the maintenance a start-up runs (`on_lead`), and runs again what was
 left unfinished, as after a crash (at-least-once; jobs are idempotent).
+
+Stopping: once a process is told to stop (`stop_starting`, from its SIGTERM handler), it takes no lock and starts
+no job, though it may go on serving requests for a while (uvicorn drains open connections before the app's
+shutdown): the runner that exits meanwhile must not hand its queued jobs to a process that is about to be killed.
+The lock is released only when the job thread has ended: a job still running at the end of `stop` keeps it until it
+ends, or until the process exits (the kernel releases it then), so no other process runs that job beside it.
 """
 
 from __future__ import annotations
@@ -56,10 +62,15 @@ class SharedLaneQueue:
         """Take the runner's lock if nobody holds it; then run the maintenance and start the lanes."""
         if self.leading:
             return True
+        if self._stop.is_set():  # stopping: the jobs wait for a process that is staying
+            return False
         fh = open(self.lock_path, "a+")  # noqa: SIM115  (held open while this process runs jobs)
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            fh.close()
+            return False
+        if self._stop.is_set():  # told to stop while it took the lock: give it back untouched
             fh.close()
             return False
         self._lock_file = fh
@@ -80,7 +91,7 @@ class SharedLaneQueue:
         finds it in the job store. The runner hands the lanes every job it has not seen yet, oldest first, not
         this one alone: a write another process recorded just before (its client already had the 202) would
         otherwise wait for the next poll and run after this newer one, which it must precede."""
-        if not self.leading:
+        if not self.leading or self._stop.is_set():  # stopping: it stays queued for the next runner
             return
         with self._hand_lock:
             self._poll()
@@ -93,15 +104,38 @@ class SharedLaneQueue:
     def join(self) -> None:
         self.lanes.join()
 
+    def stop_starting(self) -> None:
+        """From now on take no lock and start no job; a job that runs now goes on. Called from the SIGTERM handler
+        (service/server.py), so it only sets events that the main thread never waits on (see
+        InProcessQueue.stop_starting)."""
+        self.lanes.stop_starting()
+        self._stop.set()  # ends the poll loop too: nothing is taken or handed over any more
+
     def stop(self, timeout: float = 30.0) -> None:
+        """Stop polling and let the running job end, up to `timeout`; then give the lock back. A job still running
+        keeps the lock until its thread ends (or this process exits): released now, another process would take
+        the lock and run that job again beside it."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout)
-        if self.leading:
-            self.lanes.stop(timeout)
-            assert self._lock_file is not None
-            self._lock_file.close()  # releases the lock: another process runs the jobs from now
-            self._lock_file = None
+        if not self.leading:
+            return
+        self.lanes.stop(timeout)
+        if not self.lanes.running():
+            self._release()
+            return
+        log.warning("a job still runs at stop: the job lock is kept until it ends", extra={"timeout_s": timeout})
+        threading.Thread(target=self._release_after_lanes, name="vela-job-lock", daemon=True).start()
+
+    def _release_after_lanes(self) -> None:
+        self.lanes.wait_stopped(None)
+        self._release()
+
+    def _release(self) -> None:
+        with self._hand_lock:
+            if self._lock_file is not None:
+                self._lock_file.close()  # releases the lock: another process runs the jobs from now
+                self._lock_file = None
 
     def _poll(self) -> None:
         if not self.leading:

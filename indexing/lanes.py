@@ -50,10 +50,25 @@ class LaneQueue:
         self.writes.join()
         self.generations.join()
 
+    def stop_starting(self) -> None:
+        """Neither lane starts a job from now on (safe in a signal handler: InProcessQueue.stop_starting)."""
+        for lane in (self.writes, self.generations):
+            lane.stop_starting()
+
     def stop(self, timeout: float = 30.0) -> None:
-        """Both lanes stop after their running job, within one `timeout` in all (not one each)."""
+        """Both lanes stop after their running job, within one `timeout` in all (not one each); a job that runs
+        past it goes on (see `running`)."""
         deadline = time.monotonic() + timeout
         for lane in (self.writes, self.generations):
             lane.request_stop()
         for lane in (self.writes, self.generations):
             lane.wait_stopped(max(0.0, deadline - time.monotonic()))
+
+    def wait_stopped(self, timeout: float | None) -> None:
+        """Wait for both lanes' threads to end (after `stop`), up to `timeout` each; None: as long as they run."""
+        for lane in (self.writes, self.generations):
+            lane.wait_stopped(timeout)
+
+    def running(self) -> bool:
+        """Whether a lane's thread is still alive (its job runs on)."""
+        return self.writes.running() or self.generations.running()

@@ -62,14 +62,24 @@ class InProcessQueue:
         self.request_stop()
         self.wait_stopped(timeout)
 
+    def stop_starting(self) -> None:
+        """Start no job from now on; the one that runs now goes on. Called from a signal handler (service/server.py),
+        so it only sets an event that the main thread never waits on: putting the wake-up on the queue could
+        deadlock on the queue's mutex, which the interrupted main thread may hold (a route's `submit`)."""
+        self._stopping.set()
+
     def request_stop(self) -> None:
         """Stop after the job that runs now. Jobs still queued are not started: they stay queued in the job store
         and run after the restart (a shutdown used to run the whole backlog first, with the port already closed)."""
-        self._stopping.set()
+        self.stop_starting()
         self._queue.put(None)
 
-    def wait_stopped(self, timeout: float) -> None:
+    def wait_stopped(self, timeout: float | None) -> None:
         self._thread.join(timeout)
+
+    def running(self) -> bool:
+        """Whether the worker thread is alive: started and not yet ended (its job, if any, still runs)."""
+        return self._thread.is_alive()
 
     def _loop(self) -> None:
         while True:

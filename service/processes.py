@@ -153,7 +153,11 @@ def _stop_all(children: dict[int, int]) -> None:
             if done:
                 children.pop(pid)
         time.sleep(0.05)
-    for pid in children:
+    for pid, slot in children.items():
+        # Said out loud: a process killed here may leave its job `running` (it runs again after the restart).
+        log.warning(
+            "API process did not stop in time; killing it", extra={"pid": pid, "slot": slot, "waited_s": STOP_WAIT_S}
+        )
         _kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
 

@@ -12,7 +12,9 @@ import importlib.util
 import json
 import socket
 import struct
+from collections.abc import Callable
 from functools import partial
+from types import FrameType
 from typing import Any
 
 import h11
@@ -167,6 +169,24 @@ def _httptools_protocol() -> type[asyncio.Protocol] | None:
                 self.scope.setdefault("extensions", {})[URI_TOO_LONG] = {"bytes": len(path)}
 
     return HttpToolsHeaderTimeoutProtocol
+
+
+class StopSignalServer(uvicorn.Server):
+    """uvicorn's server that also calls `on_stop_signal` the moment it is told to stop (SIGTERM or SIGINT).
+
+    uvicorn then drains the open connections, which may take long (a slow request, a large download), and only
+    then runs the app's lifespan shutdown; what must stop at the signal itself, such as starting queued jobs
+    (service.state.stop_starting_jobs), cannot wait for the lifespan. uvicorn installs `handle_exit` as its
+    signal handler before the lifespan's startup, so this covers a signal during the start-up too. The callback
+    runs inside the signal handler, on the main thread: it must only set flags or events."""
+
+    def __init__(self, config: uvicorn.Config, on_stop_signal: Callable[[], None]) -> None:
+        super().__init__(config)
+        self.on_stop_signal = on_stop_signal
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self.on_stop_signal()
+        super().handle_exit(sig, frame)
 
 
 def uvicorn_config(

@@ -15,6 +15,7 @@ import pytest
 
 from indexing.job_runner import SharedLaneQueue
 from indexing.jobs import JobKind, JobStatus, JobStore
+from velaio.files import try_file_lock
 
 
 def _until(predicate, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
@@ -129,3 +130,81 @@ def test_a_job_a_command_runs_itself_is_left_to_it(pair: Pair) -> None:
     queued = jobs.create(collection="c", kind=JobKind.UPSERT, payload=["y"])
     _until(lambda: jobs.get(queued.id).status == "succeeded")  # polls have come and gone
     assert jobs.get(own.id).status == JobStatus.RUNNING and all(j != own.id for _, j in pair.runs.by)
+
+
+def _lock_free(lock: Path) -> bool:
+    with try_file_lock(lock) as free:
+        return free
+
+
+def test_a_process_told_to_stop_takes_no_lock(pair: Pair, tmp_path: Path) -> None:
+    # A process that drains its connections after SIGTERM used to take the lock the exiting runner gave back, and
+    # start the queued jobs there, to be killed in the middle of one.
+    jobs, a, b = pair.jobs, pair.a, pair.b
+    b.stop_starting()
+    a.stop()
+    queued = jobs.create(collection="c", kind=JobKind.DELETE, payload=["x"])
+    b.submit(queued.id)
+    assert not b.try_lead() and not b.leading
+    assert _lock_free(tmp_path / "jobs.lock")
+    assert jobs.get(queued.id).status == JobStatus.QUEUED and pair.leads == ["a"]
+
+
+@dataclass
+class Gated:
+    jobs: JobStore
+    gate: threading.Event  # the job named `slow` runs until it is set
+    runner: SharedLaneQueue
+    other: SharedLaneQueue
+    slow: str
+
+
+@pytest.fixture
+def gated(tmp_path: Path) -> Iterator[Gated]:
+    """Two queues over one job store; the runner is in the middle of a job that ends when `gate` is set."""
+    jobs = JobStore(tmp_path / "jobs.sqlite3")
+    gate = threading.Event()
+    slow = jobs.create(collection="c", kind=JobKind.DELETE, payload=["slow"]).id
+
+    def run(job_id: str) -> None:
+        jobs.start(job_id)
+        if job_id == slow:
+            gate.wait()
+        jobs.finish(job_id, JobStatus.SUCCEEDED)
+
+    lock = tmp_path / "jobs.lock"
+    runner = SharedLaneQueue(jobs, run, lock, poll_s=0.02)
+    other = SharedLaneQueue(jobs, run, lock, poll_s=0.02)
+    runner.start()
+    other.start()
+    _until(lambda: jobs.get(slow).status == JobStatus.RUNNING)
+    out = Gated(jobs, gate, runner, other, slow)
+    yield out
+    gate.set()
+    other.stop()
+    runner.stop()
+
+
+def test_a_runner_told_to_stop_finishes_its_job_and_starts_no_other(gated: Gated) -> None:
+    jobs, runner = gated.jobs, gated.runner
+    queued = jobs.create(collection="c", kind=JobKind.DELETE, payload=["q"])
+    runner.submit(queued.id)
+    runner.stop_starting()
+    later = jobs.create(collection="c", kind=JobKind.DELETE, payload=["l"])
+    runner.submit(later.id)  # recorded after the signal: left to the next runner
+    gated.gate.set()
+    runner.stop()
+    assert jobs.get(gated.slow).status == JobStatus.SUCCEEDED
+    assert [(jobs.get(j).status, jobs.get(j).attempts) for j in (queued.id, later.id)] == [(JobStatus.QUEUED, 0)] * 2
+
+
+def test_the_lock_is_kept_until_the_running_job_ends(gated: Gated, tmp_path: Path) -> None:
+    # stop() used to give the lock back when its wait ran out, with the job still running: another process would
+    # then take the lock and run that job a second time, beside it.
+    jobs, runner, other = gated.jobs, gated.runner, gated.other
+    runner.stop(timeout=0.05)  # the job runs on: it waits for the gate
+    assert jobs.get(gated.slow).status == JobStatus.RUNNING
+    assert not other.try_lead() and not _lock_free(tmp_path / "jobs.lock")
+    gated.gate.set()  # the job ends, and with it the lock
+    _until(lambda: other.leading)
+    assert jobs.get(gated.slow).status == JobStatus.SUCCEEDED and jobs.get(gated.slow).attempts == 1

@@ -64,3 +64,33 @@ def test_a_stop_waits_for_the_running_jobs_only_and_leaves_the_backlog_queued(tm
     again.join()
     again.stop()
     assert set(ran[1:]) >= {j.id for j in backlog}
+
+
+def test_once_told_to_stop_a_lane_starts_no_job_before_the_stop_itself(tmp_path: Path) -> None:
+    """The server's SIGTERM tells the lanes at once (stop_starting); `stop` comes only after the open connections
+    are drained. Meanwhile the job that runs ends, and the backlog behind it must not start."""
+    jobs = JobStore(tmp_path / "jobs.sqlite3")
+    started, release, ran = threading.Event(), threading.Event(), []
+    running = jobs.create(collection="notes", kind=JobKind.UPSERT, payload=[])
+    backlog = jobs.create(collection="notes", kind=JobKind.UPSERT, payload=[])
+
+    def run(job_id: str) -> None:
+        ran.append(job_id)
+        if job_id == running.id:
+            started.set()
+            assert release.wait(60)
+
+    queue = LaneQueue(jobs, run)
+    queue.start()
+    try:
+        queue.submit(running.id)
+        queue.submit(backlog.id)
+        assert started.wait(30)
+        queue.stop_starting()
+        release.set()
+        queue.writes.wait_stopped(30)  # the lane ends when it takes the backlog's job, without running it
+        assert not queue.writes.running() and ran == [running.id]
+    finally:
+        release.set()
+        queue.stop()
+    assert backlog.id in jobs.unfinished()

@@ -8,14 +8,10 @@ processes stop accepting, the port refuses new connections while the requests th
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
 import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,101 +19,38 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.service.conftest import _free_port
+from tests.service.serve_processes import (
+    alive,
+    call,
+    child_pids,
+    holds,
+    listening_inode,
+    ready,
+    serve_processes,
+    wait_job,
+    wait_until,
+)
 
-REPO = Path(__file__).resolve().parents[2]
 DOCS = [{"id": f"d{i}", "text": f"moon tides gravity note {i}"} for i in range(12)]
-
-
-def _children(pid: int) -> list[int]:
-    out = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        out += [int(c) for c in (task / "children").read_text().split()]
-    return sorted(out)
-
-
-def _alive(pid: int) -> bool:
-    """Running (a zombie waiting for whoever adopted it to reap it counts as ended)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-def _ready(base: str) -> bool:
-    try:
-        return _call(base, "GET", "/readyz").status_code == 200
-    except httpx.TransportError:
-        return False
-
-
-def _call(base: str, method: str, path: str, **kw: Any) -> httpx.Response:
-    """One request on a connection of its own (the kernel may give it to either process)."""
-    with httpx.Client(base_url=base, timeout=60) as client:
-        return client.request(method, path, **kw)
-
-
-def _wait(predicate: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout  # a guard against a hang, not a timed assertion
-    while not predicate():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.1)
-
-
-def _wait_job(base: str, job_id: str) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-
-    def done() -> bool:
-        out.update(_call(base, "GET", f"/jobs/{job_id}").json())
-        return out["status"] in ("succeeded", "failed")
-
-    _wait(done, 120, f"job {job_id} never ended")
-    return out
 
 
 @pytest.fixture
 def server(tmp_path: Path, tiny_embedder_dir: Path) -> Iterator[dict[str, Any]]:
-    port = _free_port()
-    metrics = tmp_path / "metrics"
-    metrics.mkdir()
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(REPO),
-        "VELA_DATA_DIR": str(tmp_path / "data"),
-        "VELA_EMBEDDER": str(tiny_embedder_dir),
-        "PROMETHEUS_MULTIPROC_DIR": str(metrics),
-    }
-    log = (tmp_path / "serve.log").open("ab")
-    cmd = [sys.executable, "-m", "cli.main", "serve", "--processes", "2", "--port", str(port)]
-    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=log)
-    base = f"http://127.0.0.1:{port}"
-
-    def ready() -> bool:
-        assert proc.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
-        if len(_children(proc.pid)) != 2:
-            return False
-        return all(_ready(base) for _ in range(10))  # both processes answer: ten fresh connections in a row
-
-    try:
-        _wait(ready, 300, "the server never became ready")
-        yield {"proc": proc, "base": base, "metrics": metrics, "log": tmp_path / "serve.log"}
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(30)
+    with serve_processes(tmp_path, tiny_embedder_dir) as out:
+        yield out
 
 
 def _index(base: str, collection: str, docs: list[dict[str, Any]]) -> None:
-    r = _call(base, "POST", "/index", json={"collection": collection, "documents": docs})
+    r = call(base, "POST", "/index", json={"collection": collection, "documents": docs})
     assert r.status_code == 202, r.text
-    assert _wait_job(base, r.json()["job_id"])["status"] == "succeeded"
+    assert wait_job(base, r.json()["job_id"])["status"] == "succeeded"
 
 
 def _search_ids(base: str, collection: str) -> list[list[str]] | int:
     """Twenty searches on fresh connections: each one's ids, or the status when one is not 200."""
     out = []
     for _ in range(20):
-        r = _call(base, "POST", "/search", json={"collection": collection, "query": "moon gravity", "k": 3})
+        r = call(base, "POST", "/search", json={"collection": collection, "query": "moon gravity", "k": 3})
         if r.status_code != 200:
             return r.status_code
         out.append(sorted(h["id"] for h in r.json()["hits"]))
@@ -131,13 +64,13 @@ def test_two_processes_serve_one_port_as_one_server(server: dict[str, Any]) -> N
     assert isinstance(results, list) and all(len(ids) == 3 for ids in results)
     # Both processes answered searches: each keeps its counts in a file of its own, and a scrape sums them.
     counters = sorted(p.name for p in server["metrics"].glob("counter_*.db"))
-    assert counters == sorted(f"counter_{pid}.db" for pid in _children(proc.pid)), counters
-    text = _call(base, "GET", "/metrics").text
+    assert counters == sorted(f"counter_{pid}.db" for pid in child_pids(proc.pid)), counters
+    text = call(base, "GET", "/metrics").text
     line = next(x for x in text.splitlines() if x.startswith('vela_http_requests_total{method="POST",route="/search"'))
     assert float(line.rsplit(" ", 1)[1]) == 20.0
 
     # Deleted through one process: gone in both. Created again with other documents: new in both.
-    assert _call(base, "DELETE", "/collections/c").status_code in (200, 204)
+    assert call(base, "DELETE", "/collections/c").status_code in (200, 204)
     assert _search_ids(base, "c") == 404
     _index(base, "c", [{"id": "new", "text": "moon gravity"}])
     assert _search_ids(base, "c") == [["new"]] * 20
@@ -146,44 +79,22 @@ def test_two_processes_serve_one_port_as_one_server(server: dict[str, Any]) -> N
 def test_a_killed_process_is_replaced_and_jobs_move_to_the_survivor(server: dict[str, Any]) -> None:
     base, proc = server["base"], server["proc"]
     _index(base, "c", DOCS[:4])
-    for victim in _children(proc.pid):  # each in turn, so the job runner is among them
+    for victim in child_pids(proc.pid):  # each in turn, so the job runner is among them
         os.kill(victim, signal.SIGKILL)
-        _wait(lambda v=victim: v not in _children(proc.pid) and len(_children(proc.pid)) == 2, 120, "not replaced")
-        _wait(lambda: all(_ready(base) for _ in range(10)), 120, "not ready")
+        wait_until(lambda v=victim: v not in (now := child_pids(proc.pid)) and len(now) == 2, 120, "not replaced")
+        wait_until(lambda: all(ready(base) for _ in range(10)), 120, "not ready")
         _index(base, "c", [{"id": f"after-{victim}", "text": "moon gravity"}])
-    r = _call(base, "GET", "/collections/c")
+    r = call(base, "GET", "/collections/c")
     assert r.json()["documents"] == 6
 
 
 def test_sigterm_stops_every_process(server: dict[str, Any]) -> None:
     proc = server["proc"]
-    children = _children(proc.pid)
+    children = child_pids(proc.pid)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(60) == 0
     for pid in children:
-        _wait(lambda p=pid: not _alive(p), 30, f"process {pid} outlived the server")
-
-
-def _listening_inode(port: int) -> str:
-    """The inode of the socket listening on `port` (one socket, whose copies the supervisor and its processes hold)."""
-    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
-        f = line.split()
-        if int(f[1].rsplit(":", 1)[1], 16) == port and f[3] == "0A":  # 0A: LISTEN
-            return f[9]
-    raise AssertionError(f"nothing listens on {port}")
-
-
-def _holds(pid: int, inode: str) -> bool:
-    """Whether process `pid` still has a copy of socket `inode` open."""
-    try:
-        fds = list(Path(f"/proc/{pid}/fd").iterdir())
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    for fd in fds:
-        with contextlib.suppress(OSError):  # an fd closed meanwhile
-            if os.readlink(fd) == f"socket:[{inode}]":
-                return True
-    return False
+        wait_until(lambda p=pid: not alive(p), 30, f"process {pid} outlived the server")
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
@@ -195,8 +106,8 @@ def test_a_stopping_server_refuses_new_connections_and_answers_accepted_ones(
     base, proc = server["base"], server["proc"]
     port = int(base.rsplit(":", 1)[1])
     _index(base, "c", DOCS[:4])
-    children, inode = _children(proc.pid), _listening_inode(port)
-    assert all(_holds(pid, inode) for pid in [proc.pid, *children])
+    children, inode = child_pids(proc.pid), listening_inode(port)
+    assert all(holds(pid, inode) for pid in [proc.pid, *children])
 
     # A request in progress: its headers are in, and the app waits for its body (uvicorn's "100 Continue" says
     # the app has asked for it). The process that took it drains it before it exits.
@@ -210,7 +121,7 @@ def test_a_stopping_server_refuses_new_connections_and_answers_accepted_ones(
         assert held.recv(100).startswith(b"HTTP/1.1 100 ")
 
         proc.send_signal(sig)
-        _wait(lambda: not any(_holds(pid, inode) for pid in children), 30, "the processes never stopped accepting")
+        wait_until(lambda: not any(holds(pid, inode) for pid in children), 30, "the processes never stopped accepting")
         assert proc.poll() is None  # still stopping: the held request keeps its process (and so the supervisor)
         with pytest.raises(ConnectionRefusedError):
             socket.create_connection(("127.0.0.1", port), timeout=10).close()
@@ -227,13 +138,13 @@ def test_a_stopping_server_refuses_new_connections_and_answers_accepted_ones(
     assert b'"hits"' in answer
     assert proc.wait(60) == 0
     for pid in children:
-        _wait(lambda p=pid: not _alive(p), 30, f"process {pid} outlived the server")
+        wait_until(lambda p=pid: not alive(p), 30, f"process {pid} outlived the server")
 
 
 def test_a_killed_supervisor_takes_its_processes_with_it(server: dict[str, Any]) -> None:
     proc = server["proc"]
-    children = _children(proc.pid)
+    children = child_pids(proc.pid)
     proc.kill()
     proc.wait(30)
     for pid in children:
-        _wait(lambda p=pid: not _alive(p), 60, f"process {pid} outlived a killed server")
+        wait_until(lambda p=pid: not alive(p), 60, f"process {pid} outlived a killed server")
