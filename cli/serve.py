@@ -30,14 +30,14 @@ def _run_one(args: argparse.Namespace, sock: socket.socket | None = None) -> int
     from service.main import create_app
     from service.server import StopSignalServer, uvicorn_config
     from service.settings import Settings
-    from service.state import stop_starting_jobs
+    from service.state import begin_stop
 
     settings = Settings()  # read here: a forked process has VELA_SERVING_PROCESSES set by now
     app = create_app(settings)
     # Header, keep-alive and connection limits come from the settings (VELA_HEADER_TIMEOUT_S and the rest). From
     # its SIGTERM on, the process starts no job while it drains its connections (service/server.py).
     config = uvicorn_config(app, settings, host=args.host, port=args.port)
-    server = StopSignalServer(config, on_stop_signal=lambda: stop_starting_jobs(app.state.vela))
+    server = StopSignalServer(config, on_stop_signal=lambda: begin_stop(app.state.vela))
     server.run(sockets=[sock] if sock is not None else None)
     return 0
 

@@ -176,7 +176,7 @@ class StopSignalServer(uvicorn.Server):
 
     uvicorn then drains the open connections, which may take long (a slow request, a large download), and only
     then runs the app's lifespan shutdown; what must stop at the signal itself, such as starting queued jobs
-    (service.state.stop_starting_jobs), cannot wait for the lifespan. uvicorn installs `handle_exit` as its
+    (service.state.begin_stop), cannot wait for the lifespan. uvicorn installs `handle_exit` as its
     signal handler before the lifespan's startup, so this covers a signal during the start-up too. The callback
     runs inside the signal handler, on the main thread: it must only set flags or events."""
 

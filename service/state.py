@@ -137,12 +137,14 @@ def maintain(collections: CollectionStore, jobs: JobStore) -> None:
     clean_restore_leftovers(collections, jobs)  # the hidden folders of restores a crash cut short
 
 
-def stop_starting_jobs(state: AppState) -> None:
-    """The process was told to stop (SIGTERM or SIGINT, service/server.py StopSignalServer): from now on it starts
+def begin_stop(state: AppState) -> None:
+    """The process was told to stop (SIGTERM or SIGINT, service/server.py StopSignalServer): from now on
+    `/readyz` answers 503 (a load balancer sends no new requests here while open ones drain), the process starts
     no job, and with several processes takes no job lock, while uvicorn still drains its open connections; the
     job that runs now goes on, and `stop` (the lifespan's end) waits for it. Jobs still queued stay queued for
-    the restart. Runs in the signal handler: only events are set (InProcessQueue.stop_starting). The Redis
-    queue's API process runs no job: nothing to do."""
+    the restart. Runs in the signal handler: only a flag and events are set (InProcessQueue.stop_starting). The
+    Redis queue's API process runs no job."""
+    state.ready = False
     if isinstance(state.queue, (LaneQueue, SharedLaneQueue)):
         state.queue.stop_starting()
 
