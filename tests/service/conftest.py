@@ -131,6 +131,9 @@ def browser() -> Iterator[Any]:
         "--window-size=1440,1000",
     ):
         options.add_argument(arg)
+    # The page's console messages (errors included) and its network events, read with driver.get_log("browser") and
+    # driver.get_log("performance") (tests/service/console_browser.py: console_errors, requested_urls).
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
     driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=driver_path), options=options)
     driver.set_page_load_timeout(60)
     try:

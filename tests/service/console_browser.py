@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -70,3 +72,32 @@ def index_through_the_form(driver: Any, collection: str, doc_id: str, title: str
     job_id = until(driver, lambda d: css(d, "#index-result").get_attribute("data-job-id"))
     ended = ("succeeded", "failed", "cancelled")
     return str(until(driver, lambda d: job_status(d, job_id) in ended and job_status(d, job_id)))
+
+
+def console_errors(driver: Any) -> list[str]:
+    """The errors the page logged to its JS console (a failed request included) since the last call."""
+    return [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
+
+
+def requested_urls(driver: Any) -> list[str]:
+    """The URLs the page requested since the last call, in order (the DevTools Network.requestWillBeSent events)."""
+    urls = []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] == "Network.requestWillBeSent":
+            urls.append(str(message["params"]["request"]["url"]))
+    return urls
+
+
+class PageRequests:
+    """The requests of the page from now on, counted by path as the test goes (the performance log is read once)."""
+
+    def __init__(self, driver: Any) -> None:
+        self.driver = driver
+        requested_urls(driver)  # what came before is not counted
+        self.urls: list[str] = []
+
+    def to(self, path: str) -> int:
+        """How many requests went to this path (any query), so far."""
+        self.urls += requested_urls(self.driver)
+        return sum(1 for url in self.urls if urlsplit(url).path == path)

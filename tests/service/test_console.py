@@ -19,7 +19,9 @@ import pytest
 
 from tests.service.conftest import running_server, wait_job
 from tests.service.console_browser import (
+    PageRequests,
     click,
+    console_errors,
     css,
     find_all,
     index_through_the_form,
@@ -204,3 +206,29 @@ def test_with_keys_the_console_asks_for_one(browser: Any, keyed_server: httpx.Cl
     # Every call carries the key: the POST /index and each GET /jobs/{id} of the job.
     assert index_through_the_form(browser, "keyed", "tides", "Tides", TIDES) == "succeeded"
     until(browser, lambda d: find_all(d, 'tr[data-collection="keyed"]'))
+
+
+def _loaded_without_console_errors(driver: Any, client: httpx.Client) -> None:
+    """Opens the console and waits for its second status check (it checks every 5 s), well after the browser
+    would have asked for an icon; then nothing may have failed: no /favicon.ico, no JS console error."""
+    requests = PageRequests(driver)
+    console_errors(driver)  # what earlier pages logged
+    open_console(driver, client)
+    until(driver, lambda d: requests.to("/readyz") >= 2, timeout=60)
+    assert requests.to("/favicon.ico") == 0
+    assert console_errors(driver) == []
+
+
+@pytest.mark.browser
+def test_the_console_loads_without_console_errors(browser: Any, open_server: tuple[httpx.Client, Path]) -> None:
+    client, _ = open_server
+    open_console(browser, client)
+    browser.execute_script("sessionStorage.clear()")
+    _loaded_without_console_errors(browser, client)
+
+
+@pytest.mark.browser
+def test_with_a_key_the_console_loads_without_console_errors(browser: Any, keyed_server: httpx.Client) -> None:
+    open_console(browser, keyed_server)
+    browser.execute_script("sessionStorage.clear(); sessionStorage.setItem('vela.apiKey', arguments[0])", KEY)
+    _loaded_without_console_errors(browser, keyed_server)

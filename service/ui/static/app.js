@@ -5,6 +5,7 @@ import { api, apiKey, forgetApiKey, onUnauthorized, RawJson, setApiKey } from ".
 import { refreshCollections } from "./collections.js";
 import { byId, fmtNumber } from "./dom.js";
 import { loadEvalFiles } from "./evals.js";
+import { refreshJobList, wireJobList } from "./job_list.js";
 import { followJob, onJobEnded, poll, restoreJobs } from "./jobs.js";
 import { runSearch } from "./search.js";
 
@@ -44,6 +45,7 @@ function refreshAll() {
   showKeyState();
   refreshStatus();
   refreshCollections();
+  refreshJobList();
   poll();
 }
 
@@ -79,6 +81,7 @@ async function submitIndex(event) {
     result.dataset.jobId = accepted.job_id;
     result.className = "muted";
     followJob({ id: accepted.job_id, collection, kind: "upsert", status: accepted.status, done: 0, total: 1 });
+    refreshJobList();
   } catch (err) {
     result.textContent = `Index: ${err.message}`;
     result.className = "error";
@@ -89,7 +92,9 @@ function wire() {
   onUnauthorized(askForKey);
   onJobEnded((job) => {
     if (job.status === "succeeded") refreshCollections();
+    refreshJobList();
   });
+  wireJobList();
   byId("key-form").addEventListener("submit", (event) => {
     event.preventDefault();
     const key = byId("api-key").value;
@@ -131,6 +136,7 @@ wire();
 showKeyState();
 refreshStatus();
 refreshCollections();
+refreshJobList();
 restoreJobs();
 setInterval(refreshStatus, STATUS_EVERY_MS);
 setInterval(() => {

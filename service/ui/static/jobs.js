@@ -1,20 +1,26 @@
-// Jobs the console follows: polled at GET /jobs/{id} while they run, cancelled with DELETE, retried with POST.
+// The jobs the console follows: polled at GET /jobs/{id} while they run, cancelled with DELETE, retried with POST.
 //
-// The API has no route that lists jobs, so the console follows the jobs it started and those given by id. Their ids
-// (not the key) are kept in sessionStorage, so that a reload keeps following them.
+// Followed are the jobs started here and those given by id (or picked in the list of recent jobs). Their ids (not
+// the key) are kept in sessionStorage, so that a reload keeps following them. An id the server does not know (a
+// typo, or a finished job past its retention) is shown as "not found" once and no longer asked for.
 
 import { api, path } from "./api.js";
-import { byId, el, fmtNumber, fmtSeconds, show } from "./dom.js";
+import { byId } from "./dom.js";
+import { jobRows } from "./job_rows.js";
 
 const IDS_ITEM = "vela.jobs";
 const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
+const NOT_FOUND = "not_found";
 const POLL_MS = 500;
+// After a round that failed (server unreachable, a 5xx), the next one waits twice as long, up to this.
+const MAX_RETRY_MS = 30000;
 const MAX_FOLLOWED = 20;
 
 const jobs = new Map(); // id -> the last JobOut seen (or a stub while the first GET is under way)
 let timer = null;
 let polling = false;
 let pollAgain = false;
+let failedRounds = 0; // rounds in a row that ended with an error other than 404 or 401
 let finished = () => {};
 
 /** Called with each job the first time it is seen to have ended (to refresh the collections, say). */
@@ -47,12 +53,28 @@ export function followJob(job) {
   poll();
 }
 
+/** Only the ids still worth asking for: one the server does not know would be asked for again after a reload. */
 function save() {
-  sessionStorage.setItem(IDS_ITEM, JSON.stringify([...jobs.keys()]));
+  const ids = [...jobs.values()].filter((j) => j.status !== NOT_FOUND).map((j) => j.id);
+  sessionStorage.setItem(IDS_ITEM, JSON.stringify(ids));
 }
 
 function active() {
-  return [...jobs.values()].filter((j) => j.stub || !TERMINAL.has(j.status));
+  return [...jobs.values()].filter((j) => j.status !== NOT_FOUND && (j.stub || !TERMINAL.has(j.status)));
+}
+
+function markNotFound(id) {
+  jobs.set(id, {
+    id,
+    status: NOT_FOUND,
+    error: "The server has no job with this id: mistyped, or a finished job past its retention time.",
+  });
+  save();
+}
+
+/** The wait before the next round after `failed` failed rounds in a row: 0.5 s, then doubled each time. */
+export function retryDelay(failed) {
+  return Math.min(POLL_MS * 2 ** failed, MAX_RETRY_MS);
 }
 
 /** One round of polling; schedules the next one while any followed job is still running. One round at a time:
@@ -79,25 +101,34 @@ export async function poll() {
 async function pollRound() {
   const error = byId("jobs-error");
   let needsKey = false;
+  let failure = null;
   for (const job of active()) {
     try {
       const fresh = await api("GET", path("/jobs", job.id));
       const before = jobs.get(job.id);
       if (!before) continue; // dismissed meanwhile
       jobs.set(job.id, fresh);
-      error.textContent = "";
       // Overlapping rounds (a job followed while one runs) must report an ending once.
       if (TERMINAL.has(fresh.status) && (before.stub || !TERMINAL.has(before.status))) finished(fresh);
     } catch (err) {
-      if (err.status === 404) jobs.set(job.id, { ...job, stub: false, status: "unknown", error: err.message });
-      else error.textContent = `Jobs: ${err.message}`;
+      if (err.status === 404) {
+        if (jobs.has(job.id)) markNotFound(job.id);
+        continue;
+      }
       needsKey = err.status === 401;
+      failure = err;
       if (needsKey) break;
     }
   }
+  failedRounds = failure && !needsKey ? failedRounds + 1 : 0;
+  const delay = retryDelay(failedRounds);
+  byId("jobs").dataset.pollMs = String(delay);
+  if (!failure) error.textContent = "";
+  else if (needsKey) error.textContent = `Jobs: ${failure.message}`;
+  else error.textContent = `Jobs: ${failure.message} (asking again in ${Math.round(delay / 1000)} s)`;
   draw();
   // Without a key every poll would fail the same way: polling starts again once a key is given.
-  if (active().length && !needsKey && !pollAgain) timer = setTimeout(poll, POLL_MS);
+  if (active().length && !needsKey && !pollAgain) timer = setTimeout(poll, delay);
 }
 
 async function cancel(id) {
@@ -113,7 +144,8 @@ async function act(call, id) {
     jobs.set(id, await call());
     byId("jobs-error").textContent = "";
   } catch (err) {
-    byId("jobs-error").textContent = `Job ${id}: ${err.message}`;
+    if (err.status === 404) markNotFound(id);
+    else byId("jobs-error").textContent = `Job ${id}: ${err.message}`;
   }
   draw();
   poll();
@@ -125,59 +157,6 @@ function dismiss(id) {
   draw();
 }
 
-const drawn = new Map(); // id -> {json, node}: a row is drawn again only when its job changed
-
 function draw() {
-  const list = [...jobs.values()].reverse(); // newest first
-  for (const id of drawn.keys()) if (!jobs.has(id)) drawn.delete(id);
-  if (!list.length) {
-    show(byId("jobs"), el("p", { class: "note" }, "No jobs followed yet."));
-    return;
-  }
-  const rows = list.map((job) => {
-    const json = JSON.stringify(job);
-    const last = drawn.get(job.id);
-    if (last && last.json === json) return last.node; // kept as is: no flicker, and focus or hover stay
-    const node = jobRow(job);
-    drawn.set(job.id, { json, node });
-    return node;
-  });
-  show(byId("jobs"), rows);
-}
-
-function jobRow(job) {
-  const ended = TERMINAL.has(job.status) || job.status === "unknown";
-  const total = job.total || 0;
-  const done = job.done || 0;
-  const fraction = total ? done / total : job.status === "succeeded" ? 1 : 0;
-  return el(
-    "div",
-    { class: `job ${job.status}`, "data-job-id": job.id, "data-status": job.status },
-    el(
-      "div",
-      { class: "job-head" },
-      el("span", { class: `badge ${job.status}` }, job.status),
-      el("code", { class: "job-id", title: job.id }, job.id),
-      el("span", { class: "muted" }, job.kind ? `${job.kind} · ${job.collection}` : ""),
-      el("span", { class: "spacer" }),
-      ended
-        ? null
-        : el("button", { type: "button", class: "cancel", onclick: () => cancel(job.id) }, "Cancel"),
-      job.status === "failed"
-        ? el("button", { type: "button", class: "retry", onclick: () => retry(job.id) }, "Retry")
-        : null,
-      ended ? el("button", { type: "button", class: "dismiss", onclick: () => dismiss(job.id) }, "Dismiss") : null,
-    ),
-    el("progress", { max: 1, value: fraction, "aria-label": `progress of job ${job.id}` }),
-    el(
-      "div",
-      { class: "job-stats" },
-      el("span", {}, `${fmtNumber(done)} / ${fmtNumber(total)} docs`),
-      el("span", {}, `${fmtNumber(job.docs_per_s, 1)} docs/s`),
-      el("span", {}, `ETA ${ended ? "–" : fmtSeconds(job.eta_s)}`),
-      job.attempts > 1 ? el("span", {}, `${job.attempts} attempts`) : null,
-      job.worker ? el("span", {}, `worker ${job.worker}`) : null,
-    ),
-    job.error ? el("p", { class: "error" }, job.error) : null,
-  );
+  jobRows(byId("jobs"), [...jobs.values()].reverse(), { cancel, retry, dismiss }); // newest first
 }
