@@ -158,8 +158,8 @@ async def _run(state: AppState, opts: SearchOptions, queries: list[str]) -> list
     for r in results:
         if r.rerank is not None:
             state.metrics.observe_rerank(status=r.rerank.status, pairs=r.rerank.scored, seconds=r.rerank.took_ms / 1000)
-    state.metrics.search_latency.labels(opts.mode, opts.dim).observe(time.perf_counter() - start)
-    state.metrics.search_queries.labels(opts.mode, opts.dim).inc(len(queries))
+    seconds = time.perf_counter() - start
+    state.metrics.observe_search(mode=opts.mode, dim=opts.dim, queries=len(queries), seconds=seconds)
     return results
 
 
