@@ -6,6 +6,7 @@ import json
 import sqlite3
 from typing import Any
 
+from indexing.job_counts import init_counts
 from indexing.job_types import Job, JobKind, JobStatus
 
 SCHEMA = """
@@ -43,6 +44,7 @@ def init_schema(conn: sqlite3.Connection) -> None:
     if "lease_owner" not in columns:  # a jobs table from before workers leased their jobs (indexing/job_leases.py)
         conn.execute("ALTER TABLE jobs ADD COLUMN lease_owner TEXT")
         conn.execute("ALTER TABLE jobs ADD COLUMN lease_until REAL")
+    init_counts(conn)  # the totals kept for metrics, by triggers on this table
 
 
 JOB_COLUMNS = (

@@ -13,7 +13,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from indexing import job_counts
 from indexing import job_lookups as lookups
+from indexing.job_counts import JobCounts
 from indexing.job_leases import JobLeases
 from indexing.job_lookups import UNFINISHED
 from indexing.job_retention import JobRetention
@@ -41,6 +43,7 @@ __all__ = [
     "SNAPSHOT_KINDS",
     "TERMINAL",
     "Job",
+    "JobCounts",
     "JobKind",
     "JobNotFound",
     "JobNotRetryable",
@@ -161,6 +164,10 @@ class JobStore:
         payloads; only those of `collection`, of `statuses` and of `kinds` where given. `before`: the (created_at,
         id) of the last job of the previous page, so that pages neither overlap nor skip while jobs are added."""
         return select_listing(self._conn(), collection, statuses, kinds, limit, before)
+
+    def counts(self) -> JobCounts:
+        """For metrics: jobs by (kind, status) now, and the totals of jobs finished and documents indexed."""
+        return job_counts.read_counts(self._conn())
 
     def payload(self, job_id: str) -> list[Any]:
         row = self._conn().execute("SELECT payload FROM jobs WHERE id = ?", (job_id,)).fetchone()

@@ -1,47 +1,28 @@
-"""Prometheus metrics: request counts and latencies per route and search mode, and index sizes."""
+"""Prometheus metrics: request counts and latencies per route and search mode, the rerank stage, and (read at scrape
+time, service/metric_collectors.py) index sizes and the job store's counts."""
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 
 from fastapi.routing import iter_route_contexts
-from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
+from prometheus_client import GC_COLLECTOR, PLATFORM_COLLECTOR, PROCESS_COLLECTOR, CollectorRegistry, Counter, Histogram
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from indexing.jobs import JobStore
 from indexing.store import CollectionStore
 from service import timing
+from service.metric_collectors import IndexSizeCollector, JobCollector
 
 LATENCY_BUCKETS = (0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
-
-
-class IndexSizeCollector(Collector):
-    """Reads sizes at scrape time from the collections this process has open."""
-
-    def __init__(self, collections: CollectionStore) -> None:
-        self.collections = collections
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        docs = GaugeMetricFamily("vela_collection_documents", "documents in a collection", labels=["collection"])
-        passages = GaugeMetricFamily("vela_index_passages", "passages in the published index", labels=["collection"])
-        size = GaugeMetricFamily("vela_index_bytes", "bytes of the published index files", labels=["collection"])
-        for name in self.collections.names():
-            try:
-                s = self.collections.get(name).stats()
-            except Exception:  # a collection being deleted or rebuilt must not break the scrape
-                continue
-            docs.add_metric([name], s["documents"])
-            passages.add_metric([name], s["index"]["passages"])
-            size.add_metric([name], s["index"]["bytes"])
-        yield from (docs, passages, size)
+NO_DIM = "none"  # the `dim` label of a bm25 search: it reads no dense index
 
 
 class Metrics:
-    def __init__(self, collections: CollectionStore, *, multiprocess: bool = False) -> None:
+    def __init__(self, collections: CollectionStore, jobs: JobStore, *, multiprocess: bool = False) -> None:
         # With several API processes (`vela serve --processes`), each writes its values to files in
         # PROMETHEUS_MULTIPROC_DIR (set by `vela serve` before any process imports prometheus_client) and a
         # scrape, answered by any one process, sums them all; the metrics' own registry then only names them.
@@ -57,6 +38,13 @@ class Metrics:
             mp.MultiProcessCollector(self.registry)
         else:
             self.registry = own
+            # process_* (CPU, memory, file descriptors), python_gc_* and python_info of this process: with one
+            # process they describe the server. With several they are left out: a scrape is answered by whichever
+            # process the kernel hands the connection, so they would describe a different process at each scrape,
+            # and adding them up is wrong too (a start time, a file-descriptor limit; a dead process's CPU seconds
+            # would drop out of a counter). prometheus_client's multiprocess mode has no process metrics either.
+            for collector in (PROCESS_COLLECTOR, GC_COLLECTOR, PLATFORM_COLLECTOR):
+                own.register(collector)
         self.requests = Counter(
             "vela_http_requests_total", "HTTP requests", ["route", "method", "status"], registry=own
         )
@@ -67,14 +55,20 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=own,
         )
+        # One observation per search request (a batch of queries is one); its _count is the search requests.
         self.search_latency = Histogram(
             "vela_search_duration_seconds",
-            "search latency per mode and dense dim",
+            "time of a search request's search work (a /search/batch once for all its queries), per mode and dim",
             ["mode", "dim"],
             buckets=LATENCY_BUCKETS,
             registry=own,
         )
-        self.search_queries = Counter("vela_search_queries_total", "queries searched", ["mode", "dim"], registry=own)
+        self.search_queries = Counter(
+            "vela_search_queries_total",
+            "queries searched (each query of a /search/batch counts), per mode and dim",
+            ["mode", "dim"],
+            registry=own,
+        )
         self.encoder_batch = Histogram(
             "vela_query_encoder_batch_texts",
             "queries per micro-batched encoder pass",
@@ -94,19 +88,32 @@ class Metrics:
             ["status"],
             registry=own,
         )
-        self.rerank_pairs = Counter("vela_rerank_pairs_total", "(query, passage) pairs scored", registry=own)
+        # By outcome too: a timeout scores only part of the pairs and takes its whole budget, which would otherwise
+        # hide in the pairs per query and the latency of the queries that were reranked in full.
+        self.rerank_pairs = Counter(
+            "vela_rerank_pairs_total", "(query, passage) pairs scored, by outcome", ["status"], registry=own
+        )
         self.rerank_latency = Histogram(
             "vela_rerank_duration_seconds",
-            "rerank stage time per query",
+            "rerank stage time per query, by outcome",
+            ["status"],
             buckets=LATENCY_BUCKETS,
             registry=own,
         )
+        # Read at scrape time by the process that answers, once (not summed over the processes' files).
         self.registry.register(IndexSizeCollector(collections))
+        self.registry.register(JobCollector(jobs))
+
+    def observe_search(self, *, mode: str, dim: str, queries: int, seconds: float) -> None:
+        """One search request: `queries` queries in `seconds` of search work."""
+        dim = NO_DIM if mode == "bm25" else dim
+        self.search_latency.labels(mode, dim).observe(seconds)
+        self.search_queries.labels(mode, dim).inc(queries)
 
     def observe_rerank(self, *, status: str, pairs: int, seconds: float) -> None:
         self.rerank_queries.labels(status).inc()
-        self.rerank_pairs.inc(pairs)
-        self.rerank_latency.observe(seconds)
+        self.rerank_pairs.labels(status).inc(pairs)
+        self.rerank_latency.labels(status).observe(seconds)
 
     def asgi(self, app: ASGIApp, routes: Callable[[], Sequence[BaseRoute]] = list) -> ASGIApp:
         """Pure ASGI middleware (no BaseHTTPMiddleware task and stream per request): counts and times

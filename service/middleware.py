@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service import timing
 from service.errors import REQUEST_ID, ApiError, error_response, internal_error, shown
-from service.server import ABORT_CONNECTION, MAX_PARSED_URL, URI_TOO_LONG
+from service.server import ABORT_CONNECTION, ARRIVED, MAX_PARSED_URL, URI_TOO_LONG
 
 log = logging.getLogger("vela.service")
 access_log = logging.getLogger("vela.access")
@@ -64,7 +64,7 @@ def request_guard(
         rid = given if _CLIENT_REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
         token = REQUEST_ID.set(rid)
         # Set before the handler's task is made, so that the task (and the threads it hands work to) share it.
-        timings, timing_token = timing.begin()
+        timings, timing_token = timing.begin(scope.get("extensions", {}).get(ARRIVED))
         scope[timing.SCOPE_KEY] = timings  # for the metrics middleware outside this one (stage histograms)
         started = answered = False
         moved = 0  # body bytes received and sent

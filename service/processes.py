@@ -35,6 +35,8 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
+from indexing.logs import SLOT_ENV
+
 log = logging.getLogger("vela.service")
 CONFIG_ERROR = 2  # a process's exit status that stops them all (the CLI's status for a configuration error)
 STOP_WAIT_S = 40.0  # a process's graceful stop (uvicorn, then the job queue's own 30 s) before SIGKILL
@@ -67,6 +69,7 @@ def _child(slot: int, sock: socket.socket, run_one: Callable[[socket.socket], in
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
         signal.signal(sig, signal.SIG_DFL)  # uvicorn installs its own handlers
     _die_with_parent(parent)
+    os.environ[SLOT_ENV] = str(slot)  # every log line of this process names its slot (indexing/logs.py)
     code = 1
     try:
         code = run_one(sock)

@@ -67,6 +67,7 @@ def recommend(
 ) -> SearchResult:
     """The documents nearest the query vector of `like`/`unlike` (by their best passage), leaving out the named
     ones; DocumentsNotFound names the documents the collection does not hold."""
+    timing.since(timing.HANDED, "thread")  # the handler's hand-off to this thread
     t0 = time.perf_counter()
     versions = collection.published_versions()
     with timing.stage("vectors"):

@@ -84,6 +84,7 @@ def search_batch(
     {"method", "alpha", "normalization"}): None or method "auto" is the collection's stored choice.
     `score_threshold`: hits whose (fused) score is below it are left out, before the rerank stage. `highlight`:
     each hit of the page says which words of its text match a query term, as BM25 matches them."""
+    timing.since(timing.HANDED, "thread")  # a handler's hand-off to this thread (none when called directly)
     t0 = time.perf_counter()
     fanout = fanout if fanout is not None else LOCAL_FANOUT
     k_out, k = k, k + offset

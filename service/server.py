@@ -12,6 +12,7 @@ import importlib.util
 import json
 import socket
 import struct
+import time
 from collections.abc import Callable
 from functools import partial
 from types import FrameType
@@ -30,6 +31,10 @@ ABORT_CONNECTION = "vela.abort_connection"
 # Set in the scope's extensions when the request's path was longer than the parser reads (MAX_PARSED_URL): the app
 # answers 414 in the API's error shape (service.middleware.request_guard) instead of the parser's bare 400.
 URI_TOO_LONG = "vela.uri_too_long"
+# Set in the scope's extensions to the perf_counter() of the moment the server read the request's headers, before
+# the request's task first runs: the request guard's `wait` stage (service/timing.py) is the time from it to the
+# task running, which under load is the event loop's backlog and would otherwise be in no stage, nor in `total`.
+ARRIVED = "vela.arrived"
 
 
 def _abort(transport: asyncio.Transport) -> None:
@@ -66,6 +71,7 @@ class HeaderDeadline:
         self._arm()
 
     def data_received(self, data: bytes) -> None:
+        now = time.perf_counter()
         if self.awaiting_headers():  # before the parser holds them: the head's bytes in this chunk, to its end
             end = data.find(b"\r\n\r\n")
             if self._header_bytes + (len(data) if end < 0 else end + 4) > self.max_header_bytes:
@@ -74,8 +80,10 @@ class HeaderDeadline:
         super().data_received(data)  # type: ignore[misc]
         if self.transport.is_closing():
             return
-        if self.cycle is not None:  # a request's task is made but has not run yet: it will find the extension
-            self.cycle.scope.setdefault("extensions", {}).setdefault(ABORT_CONNECTION, partial(_abort, self.transport))
+        if self.cycle is not None:  # a request's task is made but has not run yet: it will find the extensions
+            extensions = self.cycle.scope.setdefault("extensions", {})
+            extensions.setdefault(ABORT_CONNECTION, partial(_abort, self.transport))
+            extensions.setdefault(ARRIVED, now)  # this chunk ended the headers of the cycle's request
         if self.awaiting_headers():  # still (or again) in the headers of a request
             end = data.rfind(b"\r\n\r\n")  # a new request's head may start within this chunk
             self._header_bytes = self._header_bytes + len(data) if end < 0 else len(data) - end - 4

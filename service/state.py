@@ -71,7 +71,7 @@ def build_state(settings: Settings) -> AppState:
         queue = SharedLaneQueue(jobs, run, data_dir / "jobs.lock", on_lead=lambda: maintain(collections, jobs))
     else:
         queue = LaneQueue(jobs, run)  # writes keep running beside a reindex (indexing/lanes.py)
-    metrics = Metrics(collections, multiprocess=settings.serving_processes > 1)
+    metrics = Metrics(collections, jobs, multiprocess=settings.serving_processes > 1)
     encoders = QueryEncoders(
         embedders,
         max_batch=settings.query_batch_max,

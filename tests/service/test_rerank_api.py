@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from models.registry import ModelRegistry
 from models.reranker import CrossEncoder
@@ -167,3 +168,22 @@ def test_failure_is_in_the_response_and_the_metrics(client: httpx.Client, monkey
     assert [h["id"] for h in body["hits"]] == [h["id"] for h in fused]
     assert _metric(client, "error") == before + 1
     assert _metric(client, "ok") >= 1
+
+
+def test_pairs_and_time_are_by_outcome_too(client: httpx.Client) -> None:
+    """The three rerank metrics share the `status` label: per outcome, one duration per query reranked."""
+    body = _search(client, rerank={"top_n": 5})
+    assert body["rerank"]["status"] == "ok"
+    samples = {
+        (s.name, s.labels.get("status")): s.value
+        for family in text_string_to_metric_families(client.get("/metrics").text)
+        for s in family.samples
+        if s.name.startswith("vela_rerank_")
+    }
+    statuses = {status for name, status in samples if name == "vela_rerank_queries_total"}
+    assert "ok" in statuses
+    for status in statuses:
+        queries = samples[("vela_rerank_queries_total", status)]
+        assert samples[("vela_rerank_duration_seconds_count", status)] == queries
+        assert ("vela_rerank_pairs_total", status) in samples
+    assert samples[("vela_rerank_pairs_total", "ok")] >= 5  # this query's five pairs at least

@@ -157,7 +157,7 @@ def test_metrics_and_health(server: httpx.Client, cities: str) -> None:
     server.post("/search", json={"collection": cities, "query": "x y", "mode": "bm25"})
     text = server.get("/metrics").text
     assert 'vela_http_requests_total{method="POST",route="/search",status="200"}' in text
-    assert 'vela_search_duration_seconds_count{dim="full",mode="bm25"}' in text
+    assert 'vela_search_duration_seconds_count{dim="none",mode="bm25"}' in text
     assert 'vela_index_passages{collection="cities"} 4.0' in text
 
 

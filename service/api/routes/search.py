@@ -10,6 +10,7 @@ from fastapi import APIRouter, Response
 from fastapi.concurrency import run_in_threadpool
 
 from indexing.collection import CollectionNotFound
+from service import timing
 from service.api.json_body import JsonRoute
 from service.deps import State
 from service.errors import ApiError, parse_request_filter, shown
@@ -133,6 +134,7 @@ async def _run(state: AppState, opts: SearchOptions, queries: list[str]) -> list
         except NoReranker as exc:
             raise ApiError(422, "no_reranker", str(exc)) from exc
     start = time.perf_counter()
+    timing.mark(timing.HANDED)  # search_batch records the wait for a thread (and the GIL) from here: `thread`
     # Encoding and index scans are CPU work: keep them off the event loop.
     results = await run_in_threadpool(
         partial(search_batch, collection=coll, fanout=state.collections.fanout),
@@ -156,8 +158,8 @@ async def _run(state: AppState, opts: SearchOptions, queries: list[str]) -> list
     for r in results:
         if r.rerank is not None:
             state.metrics.observe_rerank(status=r.rerank.status, pairs=r.rerank.scored, seconds=r.rerank.took_ms / 1000)
-    state.metrics.search_latency.labels(opts.mode, opts.dim).observe(time.perf_counter() - start)
-    state.metrics.search_queries.labels(opts.mode, opts.dim).inc(len(queries))
+    seconds = time.perf_counter() - start
+    state.metrics.observe_search(mode=opts.mode, dim=opts.dim, queries=len(queries), seconds=seconds)
     return results
 
 
@@ -202,6 +204,7 @@ async def recommend_documents(body: RecommendRequest, state: State) -> Response:
         raise ApiError(404, "collection_not_found", f"no collection named {shown(body.collection)}") from exc
     node = parse_request_filter(body.filter, coll.settings.schema)
     run = partial(recommend, collection=coll, fanout=state.collections.fanout)
+    timing.mark(timing.HANDED)  # recommend records the wait for a thread (and the GIL) from here: `thread`
     try:
         result = await run_in_threadpool(
             run,
