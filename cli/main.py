@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from cli.arg_types import positive_int
+from cli.stdout import quiet_exit, reader_gone
 from cli.train_bench import BENCHES, RECIPES, add_bench_parser, add_train_parser
 
 # BENCHES and RECIPES are read from here too (tests/bench): they stay importable from cli.main.
@@ -231,14 +232,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"vela {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError as e:
+        if reader_gone():  # `vela ... | head`: the reader has what it wanted
+            return quiet_exit()
+        if os.environ.get("VELA_DEBUG"):
+            raise
+        return _refused(args.command, e)
     except (OSError, ValueError, LookupError) as e:
         # Bad input and the file system's refusals: one line, not a traceback (VELA_DEBUG=1 shows it).
         # Other exceptions are defects and keep their traceback.
         if os.environ.get("VELA_DEBUG"):
             raise
-        detail = e.args[0] if isinstance(e, KeyError) and len(e.args) == 1 else e
-        print(f"vela {args.command}: {type(e).__name__}: {detail} (VELA_DEBUG=1 shows where)", file=sys.stderr)
-        return 1
+        return _refused(args.command, e)
+
+
+def _refused(command: str, e: Exception) -> int:
+    detail = e.args[0] if isinstance(e, KeyError) and len(e.args) == 1 else e
+    print(f"vela {command}: {type(e).__name__}: {detail} (VELA_DEBUG=1 shows where)", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from cli.stdout import write
+
 
 def data_dir(given: str | None = None) -> Path:
     return Path(given or os.environ.get("VELA_DATA_DIR") or ".vela")
@@ -101,32 +103,14 @@ def _list(args: argparse.Namespace) -> int:
     entries = _registry(args).entries()
     if args.json:
         rows = [{**e.public(), "path": str(e.path) if e.path else None, "source": e.source} for e in entries]
-        return _write(json.dumps(rows, indent=2) + "\n")
+        return write(json.dumps(rows, indent=2) + "\n")
     import time
 
     lines = []
     for e in entries:
         added = time.strftime("%Y-%m-%d %H:%M", time.localtime(e.created_at)) if e.created_at else "built in"
         lines.append(f"{e.name:<24} {e.kind:<9} {e.dims or '-':>5}  {added:<16} {e.source or ''}\n")
-    return _write("".join(lines))
-
-
-SIGPIPE_STATUS = 128 + 13  # what a shell reports for a tool that SIGPIPE ended, as `ls | head` ends `ls`
-
-
-def _write(text: str) -> int:
-    """Print `text`; where the reader has gone (`vela models list | head`), end quietly as standard tools do.
-    Python ignores SIGPIPE, so the write raises instead, and cli/main.py would print it as an error."""
-    try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        # What is still buffered cannot be written either: stdout goes to /dev/null, so the flush at exit is quiet.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-        return SIGPIPE_STATUS
-    return 0
+    return write("".join(lines))
 
 
 def collections_using(data: Path, model_dir: Path) -> list[str]:

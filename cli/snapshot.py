@@ -106,7 +106,11 @@ def _with_client(action: Action) -> Callable[[argparse.Namespace], int]:
         except ImportError:
             return _fail("needs the Python client, vela-client: pip install ./client (from the repository)", 1)
         try:
-            with VelaClient(args.url, api_key=args.api_key) as client:
+            client = VelaClient(args.url, api_key=args.api_key)
+        except ValueError as exc:  # an address that is no http(s) URL: refused as given
+            return _fail(str(exc).replace("base_url", "--url", 1), 2)
+        try:
+            with client:
                 return action(client, args)
         except Conflict as exc:
             return _fail(str(exc), 3)

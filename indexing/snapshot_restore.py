@@ -72,8 +72,12 @@ def _check_member(member: tarfile.TarInfo, files: dict[str, Any], seen: set[str]
         )
 
 
+RECORDED = "recorded when it was written"  # a server-side snapshot's listing
+UPLOAD_GIVEN = "given with the upload"  # POST /snapshots/upload?sha256=
+
+
 def extract_verified(
-    source: Path, dest: Path, expected_sha256: str | None, heartbeat: Callable[[], None]
+    source: Path, dest: Path, expected_sha256: str | None, heartbeat: Callable[[], None], expected_from: str = RECORDED
 ) -> dict[str, Any]:
     """Extract the snapshot into `dest` (a new folder), checking the format, every member against snapshot.json,
     and the whole file against `expected_sha256`; SnapshotInvalid naming the fault. Returns snapshot.json."""
@@ -102,8 +106,15 @@ def extract_verified(
     missing = sorted(set(files) - seen)
     if missing:
         raise SnapshotInvalid(f"the tar lacks {missing[:3]}, which snapshot.json lists: the snapshot is cut short")
-    if expected_sha256 is not None and reader.digest.hexdigest() != expected_sha256:
-        raise SnapshotInvalid("the file's sha256 differs from the one recorded when it was written: it is damaged")
+    if expected_sha256 is not None and (actual := reader.digest.hexdigest()) != expected_sha256:
+        raise SnapshotInvalid(
+            f"the file's sha256 is {actual}, not the {expected_sha256} {expected_from}: "
+            + (
+                "the file is damaged"
+                if expected_from == RECORDED
+                else "the file or the sha256 given is not the one meant"
+            )
+        )
     return manifest
 
 
@@ -205,7 +216,8 @@ def _restore(
             if cancelled():
                 raise JobCancelled()
 
-        manifest = extract_verified(source, tmp, spec.get("sha256"), heartbeat)
+        given = UPLOAD_GIVEN if spec.get("upload") else RECORDED
+        manifest = extract_verified(source, tmp, spec.get("sha256"), heartbeat, given)
         total = int(manifest.get("documents", 0))
         progress(0, total)
         if cancelled():

@@ -36,6 +36,7 @@ def http_options(
     ):
         raise ValueError(f"timeout must be a number of seconds above 0 (or an httpx.Timeout), not {timeout!r}")
     url = base_url or os.environ.get("VELA_URL") or DEFAULT_URL
+    check_url(url, "base_url" if base_url else "VELA_URL" if os.environ.get("VELA_URL") else "the default URL")
     key = api_key if api_key is not None else os.environ.get("VELA_API_KEY")
     sent = {"User-Agent": f"vela-client/{__version__} httpx/{httpx.__version__}", "Accept": "application/json"}
     if key:
@@ -47,3 +48,15 @@ def http_options(
         "timeout": timeout,
         **(extra or {}),
     }
+
+
+def check_url(url: str, source: str) -> None:
+    """A server address is http(s)://host[:port][/prefix]: `localhost:8000` alone would be read as a URL of scheme
+    `localhost` and fail at the first call as a connection failure, which it is not."""
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError) as e:
+        raise ValueError(f"{source}: {url!r} is not a URL: {e}") from None
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        hint = f" (did you mean 'http://{url}'?)" if "://" not in url else ""
+        raise ValueError(f"{source}: {url!r} is not an http:// or https:// URL with a host{hint}")

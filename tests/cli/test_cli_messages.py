@@ -17,15 +17,15 @@ from tests.cli.beir_data import write_beir
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_models_list_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
-    """`vela models list --json | head -1`: head exits first; the rest of the output has nowhere to go."""
+def into_a_closed_pipe(data_dir: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    """`vela ARGS | head -1`: head exits first; the rest of the output has nowhere to go."""
     read, write = os.pipe()
     os.close(read)  # the reader is gone before anything is written
     try:
-        env = {**os.environ, "VELA_DATA_DIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
+        env = {**os.environ, "VELA_DATA_DIR": str(data_dir), "PYTHONPATH": str(ROOT)}
         env.pop("VELA_MODELS_DIR", None)
-        done = subprocess.run(
-            [sys.executable, "-m", "cli.main", "models", "list", "--json"],
+        return subprocess.run(
+            [sys.executable, "-m", "cli.main", *args],
             stdout=write,
             stderr=subprocess.PIPE,
             env=env,
@@ -35,7 +35,20 @@ def test_models_list_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
         )
     finally:
         os.close(write)
+
+
+def test_models_list_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
+    done = into_a_closed_pipe(tmp_path, "models", "list", "--json")
     assert done.stderr.decode() == "" and done.returncode == 141  # as a tool that SIGPIPE ended
+
+
+def test_any_command_into_a_closed_pipe_ends_quietly(tmp_path: Path, tiny_embedder_dir: Path) -> None:
+    """Not only the commands that write through cli/stdout.py: cli/main.py ends any command so."""
+    data = tmp_path / "vela"
+    args = ["--data", str(write_beir(tmp_path / "mini")), "--data-dir", str(data), "--collection", "c"]
+    assert main(["ingest", *args, "--embedder", str(tiny_embedder_dir)]) == 0
+    done = into_a_closed_pipe(data, "fusion", "show", "c")
+    assert done.stderr.decode() == "" and done.returncode == 141
 
 
 def test_ingest_names_the_collections_embedder_by_its_registered_name(

@@ -155,6 +155,11 @@ def test_no_server_is_one_line_and_status_1(
     assert "connection_failed" in one_line(capsys)
 
 
+def test_an_address_without_its_scheme_is_refused_as_given(capsys: pytest.CaptureFixture[str]) -> None:
+    assert vela(["snapshot", "list", "notes", "--url", "127.0.0.1:8000"]) == 2
+    assert "--url: '127.0.0.1:8000' is not an http:// or https:// URL" in one_line(capsys)
+
+
 @pytest.fixture
 def unused_url() -> str:
     """A loopback port nothing listens on."""

@@ -121,3 +121,18 @@ def test_a_timeout_that_is_no_number_of_seconds_is_refused_at_once(vela_url: str
     for make in (VelaClient, AsyncVelaClient):
         with pytest.raises(ValueError, match="timeout must be a number of seconds above 0"):
             make(vela_url, api_key=API_KEY, timeout=timeout)
+
+
+@pytest.mark.parametrize("url", ["localhost:8000", "127.0.0.1:8000", "ftp://host", "http://", "http://[::1"])
+def test_an_address_that_is_no_http_url_is_refused_at_once(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`localhost:8000` alone would parse as scheme `localhost` and fail at the first call as if no server were
+    there; it is a configuration error, said when the client is made, from the argument or VELA_URL."""
+    from vela_client import AsyncVelaClient
+
+    for make in (VelaClient, AsyncVelaClient):
+        with pytest.raises(ValueError, match="base_url: .* is not"):
+            make(url)
+        monkeypatch.setenv("VELA_URL", url)
+        with pytest.raises(ValueError, match="VELA_URL: .* is not"):
+            make()
+        monkeypatch.delenv("VELA_URL")

@@ -245,7 +245,8 @@ def test_an_uploaded_snapshot_is_restored_as_a_taken_one_is(app: tuple[httpx.Cli
     job = run_job(
         client, client.post("/snapshots/upload", params={"into": "wrong", "sha256": "0" * 64}, content=body), "failed"
     )
-    assert "sha256" in job["error"]
+    wrong = f"not the {'0' * 64} given with the upload: the file or the sha256 given is not the one meant"
+    assert wrong in job["error"]
     for name in ("junk", "foreign", "wrong"):
         _error(client.get(f"/collections/{name}"), 404, "collection_not_found")
     assert _uploads(data) == []  # every upload went with its restore
