@@ -179,7 +179,7 @@ def _run(state: Any, job: Any, args: argparse.Namespace) -> int:
             130,
         )
     done = state.jobs.get(job.id)
-    print(json.dumps({"job": done.id, "status": done.status.value, "error": done.error, "result": done.result}))
+    print(json.dumps({"job_id": done.id, "status": done.status.value, "error": done.error, "result": done.result}))
     if status == JobStatus.FAILED:
         print(f"vela reindex: job {done.id} failed: {done.error}", file=sys.stderr)
     elif status == JobStatus.CANCELLED:

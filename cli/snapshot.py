@@ -140,7 +140,7 @@ def _follow(client: VelaClient, accepted: JobAccepted, args: argparse.Namespace,
             job = client.wait_job(accepted, on_progress=advance, check=False)
         except KeyboardInterrupt:
             return _fail(f"stopped waiting; job {accepted.job_id} goes on (GET /jobs/{accepted.job_id})", 130)
-    print(json.dumps({"job": job.id, "status": job.status, "error": job.error, "result": job.result}))
+    print(json.dumps({"job_id": job.id, "status": job.status, "error": job.error, "result": job.result}))
     return {"succeeded": 0, "cancelled": 130}.get(job.status, 1)
 
 
