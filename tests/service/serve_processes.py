@@ -22,7 +22,10 @@ REPO = Path(__file__).resolve().parents[2]
 def child_pids(pid: int) -> list[int]:
     out = []
     for task in Path(f"/proc/{pid}/task").iterdir():
-        out += [int(c) for c in (task / "children").read_text().split()]
+        try:
+            out += [int(c) for c in (task / "children").read_text().split()]
+        except FileNotFoundError:  # a thread that ended after the listing (its children are its process's)
+            continue
     return sorted(out)
 
 
