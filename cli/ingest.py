@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from cli.arg_types import int_within, positive_int
+from cli.interrupts import JOIN_S, exit_now, terminate_as_interrupt
 
 # A job's size by default. 10,000 documents is the most that one POST /index takes (VELA_MAX_BATCH_DOCUMENTS) and
 # 32 MiB its largest JSON body (VELA_MAX_JSON_BYTES): a job of `vela ingest` is then no larger than one a server
@@ -68,7 +69,6 @@ def main(args: argparse.Namespace) -> int:
     from cli.models import models_dir
     from indexing.collection import CollectionConflict, validate_name
     from indexing.jobs import JobStatus
-    from indexing.merger import wait_background
     from indexing.shards import ShardedCollection
     from service.documents import get_or_create_collection
     from service.model_registry import UNREGISTERED, public_model_name
@@ -145,8 +145,8 @@ def main(args: argparse.Namespace) -> int:
     if run.interrupted:
         said = f"job {run.failed_job} failed" if run.failed_job else f"stopped at {run.done} of {total} documents"
         print(f"vela ingest: interrupted; {said}: {AGAIN}", file=sys.stderr)
-        return 130
-    wait_background()  # merges and the fusion choice the jobs made due: not cut short by this process's end
+        exit_now(130)  # the job's thread may be inside a batch still: not waited for (cli/ingest_run.py)
+    finish_background()
     # The model by the name requests use (as GET /collections shows it), not the packaged default's folder inside
     # the Python environment; a folder the operator gave (no name reaches it) is shown as that folder.
     shown = public_model_name(settings=settings, stored=coll.settings.embedder)
@@ -168,6 +168,28 @@ def main(args: argparse.Namespace) -> int:
         print(f"vela ingest: stopped at {run.done} of {total} documents: {AGAIN}", file=sys.stderr)
         return 130
     return 0 if run.status == JobStatus.SUCCEEDED else 1
+
+
+def finish_background() -> None:
+    """Wait for the merges and the fusion choice the jobs made due, so that this process's end does not cut them
+    short; said first, as it can take tens of seconds. Ctrl-C (or SIGTERM) here ends the process at once: a merge
+    or a choice cut short loses nothing (indexing/merger.py), what is stored is published and searchable, and
+    the next ingest into the collection makes them due again."""
+    from indexing.merger import wait_background
+
+    # Said whether or not work is queued now (each job's commit queues a merge check): the same lines every run.
+    print("vela ingest: finishing merges and the fusion choice...", file=sys.stderr)
+    try:
+        with terminate_as_interrupt():
+            while not wait_background(JOIN_S):  # short waits: a Ctrl-C is handled at once, whichever thread gets it
+                pass
+    except KeyboardInterrupt:
+        print(
+            "vela ingest: interrupted while finishing merges and the fusion choice; what is stored is searchable, "
+            "and the next ingest into the collection makes them",
+            file=sys.stderr,
+        )
+        exit_now(130)  # the background thread may be inside a merge: not waited for
 
 
 AGAIN = "the same command again stores the rest (documents stored already are not encoded again)"

@@ -4,12 +4,14 @@ in this process, under one progress bar over the whole corpus.
 Each job is recorded just before it runs, so that the process holds one job's documents at a time and the job
 store never holds more than the jobs already run; each is named as it starts, so that an interrupted run can be
 followed (`GET /jobs/{id}`). A first Ctrl-C asks the running job to stop after its batch, and no further job is
-recorded; a second stops at once and leaves the running job `failed`."""
+recorded; a second stops at once and leaves the running job `failed`. The jobs run on a worker thread, so that
+both are handled the moment they come (cli/interrupts.py)."""
 
 from __future__ import annotations
 
 import sqlite3
 import sys
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,7 +19,7 @@ from typing import Any
 from tqdm import tqdm
 
 from cli.console import DocumentBar
-from cli.interrupts import GracefulStop
+from cli.interrupts import GracefulStop, run_off_main_thread
 from indexing.ingest import run_job
 from indexing.jobs import JobKind, JobStatus
 from indexing.settings import RayIngestOptions
@@ -73,53 +75,74 @@ def run_jobs(
     worker: str,
     ray: RayIngestOptions | None,
 ) -> IngestRun:
-    """Record and run one job per batch until the input ends, a job does not succeed, or Ctrl-C."""
+    """Record and run one job per batch until the input ends, a job does not succeed, or Ctrl-C.
+
+    The jobs run on a worker thread (cli/interrupts.py): this thread only waits, so a Ctrl-C is handled at once
+    even while a batch is inside a long native call. After a second Ctrl-C the run returns with `interrupted`
+    while that thread may still be encoding or writing: the caller ends the process (`exit_now`) without
+    waiting for it. Nothing is then left that the next run cannot repair: a batch cut short wrote its documents
+    to the doc store in SQLite transactions (a transaction cut short rolls back) and published nothing; the
+    next job's commit, or a server's check at start-up (check_consistency), indexes what the doc store holds,
+    and the files of a commit cut short are removed by the next commit (indexing/shard_writer.py). The job is
+    marked `failed` here first, so that the same command or POST /jobs/{id}/retry runs it again."""
     run = IngestRun(total=total)
     stop = GracefulStop("stopping after this batch; what is stored stays searchable")
     pending = iter(batches)
-    # Closed at the last document: the last job's commit after it would otherwise print the bar again, later.
-    with stop, DocumentBar(f"ingest {coll.name}", total=total) as bar:
-        try:
-            while not stop.requested and (batch := _next(pending, run)) is not None:
+    # Held while a job is recorded and named in run.job_ids, and while an interrupt marks the last one failed:
+    # no job is recorded after that (stop.requested is set by then), and none recorded is missed by it.
+    recording = threading.Lock()
+
+    def run_all() -> None:
+        while not stop.requested and (batch := _next(pending, run)) is not None:
+            with recording:
+                if stop.requested:  # Ctrl-C while the input was read: this job is not recorded
+                    break
                 job_id = _record(state, coll, batch, worker, run)
                 if job_id is None:
                     break
                 run.job_ids.append(job_id)
-                size = len(batch)
-                batch.clear()  # the job reads its documents back from the store: one copy in memory, not two
-                # Through tqdm, so that the line does not tear the bar.
-                tqdm.write(
-                    f"job {job_id}: documents {run.done + 1} to {run.done + size} of {total} into {coll.name!r}",
-                    file=sys.stderr,
-                )
+            size = len(batch)
+            batch.clear()  # the job reads its documents back from the store: one copy in memory, not two
+            # Through tqdm, so that the line does not tear the bar.
+            tqdm.write(
+                f"job {job_id}: documents {run.done + 1} to {run.done + size} of {total} into {coll.name!r}",
+                file=sys.stderr,
+            )
 
-                def advance(done: int, _total: int, base: int = run.done, job: str = job_id) -> None:
-                    bar(base + done, total)
-                    if stop.requested:  # the job stops at its next batch, as a cancel through the API would stop it
-                        state.jobs.request_cancel(job)
+            def advance(done: int, _total: int, base: int = run.done, job: str = job_id) -> None:
+                bar(base + done, total)
+                if stop.requested:  # the job stops at its next batch, as a cancel through the API would stop it
+                    state.jobs.request_cancel(job)
 
-                # The same job runner as a server's queue: with `ray`, run_job hands the upsert to Ray Data.
-                status = run_job(
-                    job_id=job_id,
-                    jobs=state.jobs,
-                    collections=state.collections,
-                    embedders=state.embedders,
-                    batch_size=batch_size,
-                    on_progress=advance,
-                    worker=worker,
-                    ray=ray,
-                )
-                if status != JobStatus.SUCCEEDED:  # the run ends with the job that did not succeed
-                    final = state.jobs.get(job_id)
-                    run.status, run.error, run.done = status, final.error, run.done + final.done
-                    break
-                run.done += size
+            # The same job runner as a server's queue: with `ray`, run_job hands the upsert to Ray Data.
+            status = run_job(
+                job_id=job_id,
+                jobs=state.jobs,
+                collections=state.collections,
+                embedders=state.embedders,
+                batch_size=batch_size,
+                on_progress=advance,
+                worker=worker,
+                ray=ray,
+            )
+            if status != JobStatus.SUCCEEDED:  # the run ends with the job that did not succeed
+                final = state.jobs.get(job_id)
+                run.status, run.error, run.done = status, final.error, run.done + final.done
+                return
+            run.done += size
+
+    # Closed at the last document: the last job's commit after it would otherwise print the bar again, later.
+    with stop, DocumentBar(f"ingest {coll.name}", total=total) as bar:
+        try:
+            run_off_main_thread(run_all, name="vela-ingest-jobs")
         except KeyboardInterrupt:  # stopped mid-batch: failed, so that POST /jobs/{id}/retry can finish it
-            last = run.job_ids[-1] if run.job_ids else None
-            # A job that had ended already (the interrupt came between two jobs) keeps its status.
-            if last is not None and state.jobs.finish(last, JobStatus.FAILED, error=INTERRUPTED):
-                run.failed_job = last
+            with recording:
+                last = run.job_ids[-1] if run.job_ids else None
+                # A job that had ended already (the interrupt came between two jobs) keeps its status.
+                if last is not None and state.jobs.finish(last, JobStatus.FAILED, error=INTERRUPTED):
+                    run.failed_job = last
             run.status, run.interrupted = JobStatus.FAILED, True
+            bar.close()  # the worker thread, still running, draws no more of it
     run.stopped = stop.requested
     if run.status == JobStatus.SUCCEEDED and run.problem is not None:
         run.status = JobStatus.FAILED

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +11,7 @@ from cli.main import main
 from indexing.jobs import JobStore
 from indexing.store import CollectionStore
 from tests.cli.beir_data import write_beir
+from tests.cli.ctrl_c import ctrl_c_handled
 from tests.reranker_fixtures import make_reranker
 
 
@@ -75,7 +73,8 @@ def test_a_bad_data_path_is_one_line(
 
 
 def _interrupt_during_the_first_batch(monkeypatch: pytest.MonkeyPatch, signals: int) -> None:
-    """Ctrl-C (`signals` times) while the job's first batch is being encoded."""
+    """Ctrl-C (`signals` times) while the job's first batch is being encoded. A second Ctrl-C ends the process:
+    tests/cli/test_ingest_ctrl_c.py presses it in a subprocess."""
     import indexing.ingest
 
     real = indexing.ingest.prepare_documents
@@ -85,8 +84,7 @@ def _interrupt_during_the_first_batch(monkeypatch: pytest.MonkeyPatch, signals: 
         calls.append(1)
         if len(calls) == 1:
             for _ in range(signals):
-                os.kill(os.getpid(), signal.SIGINT)
-                time.sleep(0.05)  # the handler runs in the main thread, between bytecodes
+                ctrl_c_handled()
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(indexing.ingest, "prepare_documents", prepare)
@@ -116,18 +114,6 @@ def test_ctrl_c_stops_after_the_batch_and_what_is_stored_is_searchable(
     monkeypatch.undo()
     assert main(args) == 0  # the same command again stores the rest
     assert CollectionStore(tmp_path / "vela").get("c").stats()["documents"] == 20
-
-
-def test_a_second_ctrl_c_stops_at_once_and_leaves_a_retryable_job(
-    tmp_path: Path, tiny_embedder_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    _interrupt_during_the_first_batch(monkeypatch, signals=2)
-    assert main([*_twenty(tmp_path, tiny_embedder_dir), "--collection", "c"]) == 130
-    err = capsys.readouterr().err
-    job_id = next(line for line in err.splitlines() if line.startswith("job ")).split()[1].rstrip(":")
-    job = JobStore(tmp_path / "vela" / "jobs.sqlite3").get(job_id)
-    assert job.status == "failed" and "interrupted" in (job.error or "")  # not left `running`: it can be retried
-    assert "Traceback" not in err
 
 
 @pytest.mark.parametrize(
