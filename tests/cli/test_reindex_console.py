@@ -50,7 +50,10 @@ def test_a_failed_job_is_one_line_unless_debugging(
     out, err = capsys.readouterr()
     job = json.loads(out.strip().splitlines()[-1])
     assert job["status"] == "failed"
-    assert _visible(err) == [f"job {job['job_id']} (reindex c)", f"vela reindex: job {job['job_id']} failed: {job['error']}"]
+    assert _visible(err) == [
+        f"job {job['job_id']} (reindex c)",
+        f"vela reindex: job {job['job_id']} failed: {job['error']}",
+    ]
     assert not [r for r in caplog.records if r.exc_info]  # no traceback reached any handler
     monkeypatch.setenv("VELA_DEBUG", "1")
     assert main(base) == 1
