@@ -66,6 +66,7 @@ def test_eval_reranks_at_several_weights_from_one_scoring(beir_dir: Path, tmp_pa
     assert main([*args, "--rerank", str(reranker), "--rerank-weight", "1,2"]) == 2
 
 
+@pytest.mark.slow  # sharded equals unsharded is in the default suite through the API (test_sharded_search.py)
 def test_eval_of_a_sharded_collection_equals_the_unsharded_one(beir_dir: Path, tmp_path: Path) -> None:
     data = _slice(beir_dir, tmp_path / "mini")
     metrics = []

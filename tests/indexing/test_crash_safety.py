@@ -78,7 +78,8 @@ def kill_loop(tmp_path: Path, kills: int, shards: int, seed: int = 0) -> None:
         assert not _orphans(shard.segments_dir)
 
 
-@pytest.mark.parametrize("shards", [1, 3])
+# 3 shards: `make test-slow` (the default suite stays under 15 minutes)
+@pytest.mark.parametrize("shards", [1, pytest.param(3, marks=pytest.mark.slow)])
 def test_sigkill_during_commits_and_merges(tmp_path: Path, shards: int) -> None:
     kill_loop(tmp_path, kills=3, shards=shards, seed=shards)
 

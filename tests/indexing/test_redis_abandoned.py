@@ -158,6 +158,7 @@ def _consumers(client: redis.Redis) -> set[str]:
     return {str(c["name"]) for c in client.xinfo_consumers(STREAM, GROUP)}
 
 
+@pytest.mark.slow  # the takeover itself is in the default suite (test_redis_worker.py); this adds the look
 def test_a_dead_workers_job_whose_entry_is_kept_is_taken_over_not_queued_again(
     tmp_path: Path, redis_server: RedisServer, tiny_embedder_dir: Path, stack: ExitStack
 ) -> None:

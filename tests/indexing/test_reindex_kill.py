@@ -56,7 +56,7 @@ def _ingested(data: Path, model: Path) -> tuple[CollectionStore, JobStore, Embed
     return store, jobs, embedders
 
 
-@pytest.mark.parametrize("refresh", ["new embedder", "CDE context refresh"])
+@pytest.mark.parametrize("refresh", ["new embedder", pytest.param("CDE context refresh", marks=pytest.mark.slow)])
 def test_sigkill_partway_then_resume(tmp_path: Path, request: pytest.FixtureRequest, refresh: str) -> None:
     cde = refresh == "CDE context refresh"
     model = request.getfixturevalue("tiny_cde_dir" if cde else "tiny_embedder_dir")
@@ -176,7 +176,7 @@ def test_sigkill_partway_through_a_second_reindex_keeps_the_rollback_target(
     _rolls_back_to(data, jobs, 1)
 
 
-@pytest.mark.parametrize("cleaned_by", ["start-up cleaning", "the resumed job"])
+@pytest.mark.parametrize("cleaned_by", [pytest.param("start-up cleaning", marks=pytest.mark.slow), "the resumed job"])
 def test_a_kill_between_the_switch_and_the_deletion_leaves_only_an_unnamed_directory(
     tmp_path: Path, tiny_embedder_dir: Path, cleaned_by: str
 ) -> None:

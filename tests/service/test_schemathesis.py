@@ -58,7 +58,7 @@ def run_schemathesis(base_url: str, key: str | None, report_dir: Path) -> subpro
 
 @pytest.mark.fuzz
 @pytest.mark.skipif(not CLI.exists(), reason="schemathesis is not installed (pip install -e '.[dev]')")
-@pytest.mark.parametrize("key", [None, "fuzz-key"], ids=["keys-off", "keys-on"])
+@pytest.mark.parametrize("key", [pytest.param(None, marks=pytest.mark.slow), "fuzz-key"], ids=["keys-off", "keys-on"])
 def test_schemathesis_finds_no_failures(tmp_path: Path, key: str | None) -> None:
     with running_server(tmp_path / "data", api_keys=key or "") as client:
         if key is not None:
