@@ -6,11 +6,14 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from indexing.redis_queue import RedisJobQueue
 from indexing.redis_worker import RedisWorker
 from tests.redis_fixtures import RedisServer
 
 
+@pytest.mark.slow  # the default suite keeps a live worker's job from a re-run in test_redis_abandoned.py
 def test_a_silent_job_is_not_taken_over_from_a_live_worker(redis_server: RedisServer) -> None:
     stream = "vela:heartbeat-test"
     queue = RedisJobQueue(redis_server.url, stream=stream)

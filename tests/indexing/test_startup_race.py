@@ -34,6 +34,7 @@ DocStore(data / "docs.sqlite3").counts()
 """
 
 
+@pytest.mark.slow  # the default suite starts stores together in test_workers_and_api_start_together
 def test_eight_processes_open_fresh_stores_at_once(tmp_path: Path) -> None:
     """20 rounds of 8 processes released together on a fresh directory: every one exits 0."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}

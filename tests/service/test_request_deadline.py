@@ -141,7 +141,8 @@ def test_a_large_body_goes_out_in_pieces_and_a_small_one_as_it_was() -> None:
     assert small[1] == {"type": "http.response.body", "body": b"small"}
 
 
-@pytest.mark.parametrize("parser", ["httptools", "h11"])
+# h11 (the fallback parser) in `make test-slow`: the default suite keeps under 15 minutes
+@pytest.mark.parametrize("parser", ["httptools", pytest.param("h11", marks=pytest.mark.slow)])
 def test_a_search_answer_the_client_does_not_read_is_reset_past_the_deadline(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parser: str
 ) -> None:
