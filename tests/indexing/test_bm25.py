@@ -73,6 +73,7 @@ def test_params_are_validated() -> None:
     assert BM25Params.from_json(BM25Params(method="okapi").to_json()).method == "okapi"
 
 
+@pytest.mark.slow  # `make test-slow`: the default suite keeps under 15 minutes
 def test_okapi_reproduces_rank_bm25_on_scifact(beir_dir: Path) -> None:
     root = beir_dir / "scifact"
     corpus = [json.loads(line) for line in (root / "corpus.jsonl").read_text().splitlines()]

@@ -26,7 +26,10 @@ def _until(predicate, timeout: float = 30.0) -> None:  # type: ignore[no-untyped
 
 
 class Runs:
-    """A job function that records which queue ran which job, then finishes it."""
+    """A job function that records which queue ran which job, then finishes it. Like the real one
+    (indexing/ingest.py run_job), it runs nothing for a job that has ended by the time it is handed over: a poll
+    that reads the job store just before a job ends may hand it over once more (at-least-once), and that hand-over
+    must change nothing."""
 
     def __init__(self, jobs: JobStore) -> None:
         self.jobs = jobs
@@ -35,9 +38,10 @@ class Runs:
 
     def for_queue(self, name: str):  # type: ignore[no-untyped-def]
         def run(job_id: str) -> None:
+            if self.jobs.start(job_id).status != JobStatus.RUNNING:
+                return  # ended meanwhile: run_job returns here too
             with self.lock:
                 self.by[(name, job_id)] += 1
-            self.jobs.start(job_id)
             self.jobs.finish(job_id, JobStatus.SUCCEEDED)
 
         return run

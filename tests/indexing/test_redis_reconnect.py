@@ -9,6 +9,7 @@ import signal
 import threading
 from pathlib import Path
 
+import pytest
 import redis
 
 from indexing.redis_queue import GROUP, RedisJobQueue
@@ -31,6 +32,7 @@ def _log_lines(path: Path, msg: str) -> list[dict[str, object]]:
     return [line for line in lines if line.get("msg") == msg]
 
 
+@pytest.mark.slow  # `make test-slow`: the default suite keeps under 15 minutes
 def test_a_worker_survives_a_redis_restart(tmp_path: Path, redis_server: RedisServer, tiny_embedder_dir: Path) -> None:
     env = worker_env(tmp_path, redis_server.url, tiny_embedder_dir)
     log = tmp_path / "w1.log"

@@ -111,6 +111,7 @@ def test_a_job_survives_a_redis_restart(tmp_path: Path, redis_server: RedisServe
         assert client.get("/collections/a").json()["documents"] == 300
 
 
+@pytest.mark.slow  # `make test-slow`: the default suite keeps under 15 minutes
 def test_different_collections_index_in_parallel(
     tmp_path: Path, redis_server: RedisServer, tiny_embedder_dir: Path
 ) -> None:

@@ -142,6 +142,7 @@ def _rolls_back_to(data: Path, jobs: JobStore, gen: int) -> None:
     assert gens.generation_of(store.get("c")) == gen
 
 
+@pytest.mark.slow  # `make test-slow`: the default suite keeps under 15 minutes
 def test_sigkill_partway_through_a_second_reindex_keeps_the_rollback_target(
     tmp_path: Path, tiny_embedder_dir: Path
 ) -> None:

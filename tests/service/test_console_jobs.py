@@ -118,6 +118,7 @@ def test_an_unknown_job_id_stops_being_polled(console: Any, server: tuple[httpx.
     until(console, lambda d: job_status(d, held_id) == "succeeded")
 
 
+@pytest.mark.slow  # `make test-slow`: the default suite keeps under 15 minutes
 def test_polling_backs_off_while_the_server_cannot_be_reached(console: Any, server: tuple[httpx.Client, Path]) -> None:
     client, data_dir = server
     with file_lock(data_dir / "collections" / "b" / "write.lock"):

@@ -90,7 +90,7 @@ def test_both_parsers_close_a_connection_that_does_not_finish_its_headers(
             assert client.get("/healthz").status_code == 200
 
 
-@pytest.mark.parametrize("parser", ["httptools", "h11"])
+@pytest.mark.parametrize("parser", ["httptools", pytest.param("h11", marks=pytest.mark.slow)])
 def test_a_download_that_stalls_past_the_deadline_is_reset(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parser: str
 ) -> None:
