@@ -13,6 +13,18 @@ from indexing.job_types import JobKind, JobStatus
 UNFINISHED = (JobStatus.QUEUED.value, JobStatus.RUNNING.value)  # the statuses a job can still leave
 
 
+def ids_by_status(
+    conn: sqlite3.Connection, statuses: tuple[str, ...], recorded_before: float | None = None
+) -> list[str]:
+    """The ids of the jobs in `statuses` (recorded before `recorded_before`, a time.time(), when given), oldest
+    first."""
+    sql = f"SELECT id FROM jobs WHERE status IN ({','.join('?' * len(statuses))})"
+    params: tuple[Any, ...] = statuses
+    if recorded_before is not None:
+        sql, params = sql + " AND created_at < ?", (*statuses, recorded_before)
+    return [r[0] for r in conn.execute(sql + " ORDER BY created_at", params)]
+
+
 def _first_id(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...]) -> str | None:
     """The id in the first row `sql` selects, or None."""
     row = conn.execute(sql, params).fetchone()

@@ -134,16 +134,11 @@ class JobStore:
 
     def queued(self) -> set[str]:
         """Jobs waiting for a runner."""
-        rows = self._conn().execute("SELECT id FROM jobs WHERE status = ?", (JobStatus.QUEUED.value,))
-        return {r[0] for r in rows}
+        return set(lookups.ids_by_status(self._conn(), (JobStatus.QUEUED.value,)))
 
     def queued_before(self, recorded_before: float) -> list[str]:
         """Jobs waiting for a runner that were recorded before `recorded_before` (time.time()), oldest first."""
-        rows = self._conn().execute(
-            "SELECT id FROM jobs WHERE status = ? AND created_at < ? ORDER BY created_at",
-            (JobStatus.QUEUED.value, recorded_before),
-        )
-        return [r[0] for r in rows]
+        return lookups.ids_by_status(self._conn(), (JobStatus.QUEUED.value,), recorded_before=recorded_before)
 
     def get(self, job_id: str) -> Job:
         row = self._conn().execute(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
@@ -177,8 +172,7 @@ class JobStore:
 
     def unfinished(self) -> list[str]:
         """Jobs a crash may have interrupted, oldest first: they run again (at-least-once)."""
-        rows = self._conn().execute("SELECT id FROM jobs WHERE status IN (?, ?) ORDER BY created_at", UNFINISHED)
-        return [r[0] for r in rows]
+        return lookups.ids_by_status(self._conn(), UNFINISHED)
 
     def start(self, job_id: str, worker: str = "in-process") -> Job:
         """Mark the job running, unless it has ended meanwhile (another worker ran it): the job as it is. Leased
