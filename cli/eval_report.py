@@ -15,7 +15,7 @@ from typing import Any
 
 import ir_measures
 
-from cli import eval_html, eval_plots
+from cli import eval_html
 from velaio.measures import Run, per_query_ndcg, score_run
 
 MODES = ("bm25", "dense", "hybrid")
@@ -178,6 +178,8 @@ def write_report(
     measures: Mapping[str, Any],
 ) -> Path:
     """`out_dir/index.html`, its PNG plots and a copy of the results JSON; returns the HTML's path."""
+    from cli import eval_plots  # matplotlib: only a report needs it, and a refused flag should not wait for it
+
     out_dir.mkdir(parents=True, exist_ok=True)
     series = [*this_run_series(detail, measures), *baselines]
     groups = list(dict.fromkeys(g for s in series for g in s.metrics))

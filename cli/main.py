@@ -181,6 +181,12 @@ def _reindex(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
+    from cli.eval_flags import refused  # the flags first: cli.evaluate imports torch, seconds before any refusal
+
+    why = refused(args)
+    if why:
+        print(f"vela eval: {why}", file=sys.stderr)
+        return 2
     from cli.evaluate import main as eval_main
 
     return eval_main(args)

@@ -4,6 +4,8 @@ to score, a baseline scored on other queries of the same dataset, a --dim wider 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -72,3 +74,15 @@ def test_a_dim_wider_than_the_embedder_is_refused(
     assert (
         err.strip() == f"vela eval: --dim 256: embedder {str(tiny_embedder_dir)!r} makes 32-d vectors: use --dim full"
     )
+
+
+def test_a_refused_flag_is_answered_before_the_heavy_imports() -> None:
+    """A mistyped flag gets its one line at once: neither torch (the models) nor matplotlib (the report) is
+    imported first. A fresh interpreter, since this one has both loaded already."""
+    code = (
+        "import sys; from cli.main import main; rc = main(['eval', '--data', '/nonexistent-dataset']); "
+        "print(rc, 'torch' in sys.modules, 'matplotlib' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split() == ["2", "False", "False"], out.stdout + out.stderr
+    assert "vela eval: --data: no folder /nonexistent-dataset" in out.stderr
