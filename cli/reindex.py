@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 # 0 succeeded; 1 the job failed (a refused gate too); 2 a bad argument, checked before any job is recorded;
-# 3 a reindex of the collection is unfinished (busy); 130 interrupted here, or the job was cancelled.
+# 3 a reindex, promote or rollback of the collection is unfinished (busy); 130 interrupted, or the job cancelled.
 EXIT_CODES = {"succeeded": 0, "failed": 1, "cancelled": 130}
 
 
@@ -92,7 +92,7 @@ def main(args: argparse.Namespace) -> int:
     from indexing.collection import CollectionConflict, CollectionNotFound
     from indexing.jobs import JobKind
     from service.model_registry import ModelKindMismatch, UnknownModelName, UnusableModel
-    from service.reindex import NothingToSwitch, UnknownDataset, reindex_spec, switch_spec
+    from service.reindex import NothingToSwitch, UnknownDataset, create_switch, reindex_spec
     from service.settings import Settings
     from service.state import build_state
 
@@ -119,8 +119,7 @@ def main(args: argparse.Namespace) -> int:
             )
         else:
             kind = JobKind.ROLLBACK if args.rollback else JobKind.PROMOTE
-            spec = switch_spec(state=state, collection=args.collection, kind=kind)
-            job = state.jobs.create(collection=spec["collection"], kind=kind, payload=[spec], running_in=WORKER)
+            job = create_switch(state=state, collection=args.collection, kind=kind, running_in=WORKER)
     except UnknownDataset as exc:  # the API's field names, said as this command's flags
         return _fail(str(exc).replace("gate.dataset:", "--gate:").replace("gate.split:", "--gate-split:"), 2)
     except (UnknownModelName, ModelKindMismatch, UnusableModel, NothingToSwitch, BadResume) as exc:

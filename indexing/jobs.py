@@ -84,10 +84,17 @@ class JobStore:
         return self.get(job_id)
 
     def create_unless_unfinished(
-        self, *, collection: str, kind: JobKind, payload: list[Any], kinds: frozenset[JobKind]
+        self,
+        *,
+        collection: str,
+        kind: JobKind,
+        payload: list[Any],
+        kinds: frozenset[JobKind],
+        running_in: str | None = None,
     ) -> Job | str:
-        """Create the job unless a job of one of `kinds` on the collection is queued or running: then that job's
-        id. One transaction, so that of two requests sent together (from any processes) only one gets a job."""
+        """Create the job (as `create` does) unless a job of one of `kinds` on the collection is queued or running:
+        then that job's id. One transaction, so that of two requests sent together (from any processes) only one
+        gets a job."""
         conn = self._conn()
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -96,7 +103,7 @@ class JobStore:
                 conn.execute("COMMIT")
                 return other
             job_id = uuid.uuid4().hex
-            conn.execute(*self._insert(job_id, collection, kind, payload))
+            conn.execute(*self._insert(job_id, collection, kind, payload, running_in))
             conn.execute("COMMIT")
         except BaseException:
             rollback(conn)

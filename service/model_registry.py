@@ -96,6 +96,21 @@ def public_model_name(*, settings: Settings, stored: str) -> str:
     return UNREGISTERED
 
 
+def shown_model_name(*, settings: Settings, stored: str, recorded: str | None) -> str:
+    """The name a generation's model is shown by: the registered name it was reindexed with (`recorded`) while that
+    name still reaches the very folder the generation serves from, else `public_model_name`. So a name whose model
+    was removed (or registered again, with other weights) is never shown for the old folder, and a built-in alias
+    (`minilm`) shows as `default`, the one name of the packaged model."""
+    if recorded and recorded not in BUILTIN_NAMES and is_model_name(recorded):
+        folder = registry(settings).root / recorded
+        try:
+            if folder.is_dir() and folder.resolve() == Path(stored).resolve():
+                return recorded
+        except OSError:
+            pass
+    return public_model_name(settings=settings, stored=stored)
+
+
 __all__ = [
     "ModelKindMismatch",
     "UnknownModelName",
@@ -105,5 +120,6 @@ __all__ = [
     "public_model_name",
     "registry",
     "request_model",
+    "shown_model_name",
     "unknown_model_message",
 ]

@@ -71,9 +71,27 @@ def switch_spec(*, state: AppState, collection: str, kind: JobKind) -> dict[str,
     return {"collection": coll.name}
 
 
-def submit_switch(*, state: AppState, collection: str, kind: JobKind) -> Job:
+def create_switch(*, state: AppState, collection: str, kind: JobKind, running_in: str | None = None) -> Job:
+    """Record a promote or a rollback, checked (switch_spec), unless a generation job of the collection is
+    unfinished (CollectionConflict): a switch acts on the pointer as it is when it runs, so a rollback sent twice (a
+    client's retry) would undo itself, and one sent during a reindex would roll back what that reindex promotes.
+    `running_in`: recorded as running there (a CLI that runs its own job), else queued."""
     spec = switch_spec(state=state, collection=collection, kind=kind)
-    job = state.jobs.create(collection=spec["collection"], kind=kind, payload=[spec])
+    job = state.jobs.create_unless_unfinished(
+        collection=spec["collection"], kind=kind, payload=[spec], kinds=GENERATION_KINDS, running_in=running_in
+    )
+    if isinstance(job, str):
+        other = state.jobs.get(job).kind.value
+        raise CollectionConflict(
+            f"collection {spec['collection']!r} has a {other} job ({job}) not finished yet: wait for it, "
+            f"then send the {kind.value} again if it is still wanted"
+        )
+    return job
+
+
+def submit_switch(*, state: AppState, collection: str, kind: JobKind) -> Job:
+    """Record a promote or a rollback (create_switch) and queue it."""
+    job = create_switch(state=state, collection=collection, kind=kind)
     state.queue.submit(job.id)
     return job
 
@@ -85,6 +103,7 @@ def generation_info(*, state: AppState, collection: str) -> dict[str, Any]:
 __all__ = [
     "NothingToSwitch",
     "UnknownDataset",
+    "create_switch",
     "generation_info",
     "reindex_spec",
     "submit_reindex",

@@ -245,3 +245,45 @@ def test_a_collection_shows_the_name_it_was_reindexed_with(app: tuple[httpx.Clie
     assert client.get("/collections/named").json()["embedder"] == "tiny"
     listed = {c["name"]: c["embedder"] for c in client.get("/collections").json()["collections"]}
     assert listed["named"] == "tiny"
+
+
+def test_a_second_rollback_sent_before_the_first_ran_is_refused(app: tuple[httpx.Client, Path], slow: None) -> None:
+    """A switch acts on the generations as they are when it runs: a retried rollback would undo the first one, so
+    one sent while a generation job of the collection is unfinished is a 409 naming that job."""
+    client, _ = app
+    r = client.post("/index", json={"collection": "twice", "documents": DOCS[:8]})
+    assert wait_job(client, r.json()["job_id"])["status"] == "succeeded"
+    assert _post(client, "/collections/twice/reindex", {"embedder": "tiny"})["status"] == "succeeded"
+    reindex = client.post("/collections/twice/reindex", json={"embedder": "tiny2"}).json()["job_id"]
+    during = client.post("/collections/twice/rollback")  # the reindex is queued or running (a slow one)
+    assert during.status_code == 409 and reindex in during.json()["error"]["message"], during.text
+    assert wait_job(client, reindex)["status"] == "succeeded"
+    first = client.post("/collections/twice/rollback")
+    second = client.post("/collections/twice/rollback")
+    assert first.status_code == 202 and second.status_code == 409, second.text
+    assert first.json()["job_id"] in second.json()["error"]["message"]
+    assert wait_job(client, first.json()["job_id"])["status"] == "succeeded"
+    shown = client.get("/collections/twice").json()["generations"]
+    assert shown["current"]["embedder"] == "tiny" and shown["previous"]["embedder"] == "tiny2"
+
+
+def test_a_removed_model_is_shown_unregistered_and_every_generation_has_its_name(
+    app: tuple[httpx.Client, Path],
+) -> None:
+    """A collection reindexed with a name whose model was later removed (`vela models remove --force`) shows the
+    model as `unregistered`, as a search that needs it says; generation 0 carries its name as every other does."""
+    client, data = app
+    registry = ModelRegistry(data / "models")
+    registry.register("short-lived", save_tiny_bert(data.parent / "short-lived"))
+    r = client.post("/index", json={"collection": "orphan", "documents": DOCS[:6]})
+    assert wait_job(client, r.json()["job_id"])["status"] == "succeeded"
+    assert _post(client, "/collections/orphan/reindex", {"embedder": "short-lived"})["status"] == "succeeded"
+    shown = client.get("/collections/orphan").json()
+    assert shown["embedder"] == shown["generations"]["current"]["embedder_name"] == "short-lived"
+    previous = shown["generations"]["previous"]
+    assert previous["generation"] == 0 and previous["embedder_name"] == previous["embedder"] is not None
+    registry.remove("short-lived")
+    shown = client.get("/collections/orphan").json()
+    assert shown["embedder"] == "unregistered", shown
+    assert shown["generations"]["current"]["embedder"] == shown["generations"]["current"]["embedder_name"]
+    assert shown["generations"]["current"]["embedder"] == "unregistered"

@@ -12,7 +12,13 @@ from service.deps import State
 from service.document_api import submit_delete_many
 from service.documents import delete_collection
 from service.errors import ApiError, shown
-from service.model_registry import ModelKindMismatch, UnknownModelName, UnusableModel, public_model_name
+from service.model_registry import (
+    ModelKindMismatch,
+    UnknownModelName,
+    UnusableModel,
+    public_model_name,
+    shown_model_name,
+)
 from service.reindex import NothingToSwitch, UnknownDataset, generation_info, submit_reindex, submit_switch
 from service.reindex_schemas import ReindexRequest
 from service.schemas import CollectionList, CollectionOut, ErrorResponse, JobAccepted
@@ -31,13 +37,12 @@ def collection_out(state: Any, coll: Any, *, with_generations: bool = False) -> 
     stats["embedder"] = public_model_name(settings=state.settings, stored=stats["embedder"])
     generations = generation_info(state=state, collection=coll.name)
     for gen in generations.values():
-        if gen is not None:
-            gen["embedder"] = gen.get("embedder_name") or public_model_name(
-                settings=state.settings, stored=gen["embedder"]
-            )
+        if gen is not None:  # `embedder_name` kept for older clients: the same name
+            name = shown_model_name(settings=state.settings, stored=gen["embedder"], recorded=gen.get("embedder_name"))
+            gen["embedder"] = gen["embedder_name"] = name
     current = generations.get("current")
-    if current is not None and current.get("embedder_name"):  # the name it was reindexed with, not the first
-        stats["embedder"] = current["embedder"]  # registered name that happens to share its folder
+    if current is not None:  # the name it was reindexed with, not the first registered name sharing its folder
+        stats["embedder"] = current["embedder"]
     return CollectionOut(**stats, generations=generations if with_generations else None)
 
 
@@ -69,7 +74,7 @@ def _accepted(job: Job, request: Request) -> JobAccepted:
 
 SWITCH_ERRORS: dict[int | str, dict[str, Any]] = {
     **NOT_FOUND,
-    409: {"model": ErrorResponse, "description": "nothing to switch to, or a reindex is under way"},
+    409: {"model": ErrorResponse, "description": "nothing to switch to, or a generation job of it is unfinished"},
 }
 
 
@@ -123,7 +128,7 @@ def _switch(name: str, state: State, request: Request, kind: JobKind) -> JobAcce
         job = submit_switch(state=state, collection=name, kind=kind)
     except CollectionNotFound as exc:
         raise not_found(name) from exc
-    except NothingToSwitch as exc:
+    except (NothingToSwitch, CollectionConflict) as exc:
         raise ApiError(409, "conflict", str(exc)) from exc
     return _accepted(job, request)
 
