@@ -20,13 +20,14 @@ from dataclasses import dataclass
 
 from indexing.collection import Collection
 from indexing.context import commit_collection, context_for_generation, settle_drift
+from indexing.docstore import StoredDocument
 from indexing.prepare import content_hash, prepare_documents, rewrite_if_only_metadata
 from indexing.shards import ShardedCollection
 from indexing.vector_reuse import VectorReuse, copied_documents
 from models import Embedder
 
-PAGE = 256  # documents read, embedded and stored per step (a cancel or a kill loses at most one step)
-EMBED_STEP = 32  # documents embedded between two looks at should_stop (a page of a large model takes minutes)
+PAGE = 256  # documents read and compared per step; embedded and stored EMBED_STEP at a time
+EMBED_STEP = 32  # documents embedded and stored between two looks at should_stop (a kill loses at most these)
 
 
 @dataclass
@@ -83,6 +84,15 @@ def _pages(ids: list[str]) -> Iterator[list[str]]:
         yield ids[i : i + PAGE]
 
 
+def _store(target: Collection, prepared: list[StoredDocument]) -> None:
+    if not prepared:
+        return
+    if isinstance(target, ShardedCollection):
+        target.upsert(prepared)
+    else:
+        target.docstore.upsert(prepared)
+
+
 def sync(
     source: Collection,
     target: Collection,
@@ -126,22 +136,21 @@ def sync(
         out.rewritten += n - len(docs)
         if docs and copy:
             prepared = copied_documents(source, target, [str(d["id"]) for d in docs])
+            _store(target, prepared)
             out.copied += len(prepared)
-        elif docs:
-            prepared = []
-            for i in range(0, len(docs), EMBED_STEP):  # a cancel (or a deleted collection) waits one step, not a page
-                if i and should_stop():
-                    out.cancelled = True
-                    break
-                prepared += prepare_documents(docs[i : i + EMBED_STEP], target, embedder, context)
-            if out.cancelled:
+        # Each step is stored as soon as it is embedded: a cancel (or a deleted collection) waits one step, not a
+        # page, a kill loses at most that step, and the job's progress moves with every step.
+        for i in range(0, len(docs) if not copy else 0, EMBED_STEP):
+            if i and should_stop():
+                out.cancelled = True
                 break
+            prepared = prepare_documents(docs[i : i + EMBED_STEP], target, embedder, context)
+            _store(target, prepared)
             out.embedded += len(prepared)
-        if docs:
-            if isinstance(target, ShardedCollection):
-                target.upsert(prepared)
-            else:
-                target.docstore.upsert(prepared)
+            if on_progress is not None and i + EMBED_STEP < len(docs):
+                on_progress(same + looked_at + (n - len(docs)) + i + EMBED_STEP, total)
+        if out.cancelled:
+            break
         looked_at += len(page)
         if on_progress is not None:
             on_progress(same + looked_at, total)  # a document deleted meanwhile is done too: nothing to copy

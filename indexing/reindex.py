@@ -174,6 +174,8 @@ def _build(
             raise
         documents["embedded"] += outcome.embedded
         documents["copied"] += outcome.copied
+        if attempt == 0:  # what an earlier run of this job built (a resumed reindex), so the counts add up
+            documents["resumed"] = outcome.unchanged
         if outcome.cancelled or stop():
             _abandon(root, gen)
             raise JobCancelled()

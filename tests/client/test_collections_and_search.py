@@ -137,11 +137,19 @@ def test_reindex_copies_or_encodes_the_document_vectors(client: VelaClient, uniq
     assert client.get_collection(name).embedder == "unregistered"
     moved = client.reindex(name, "default", wait=True)  # the packaged MiniLM: another model, every document encoded
     assert isinstance(moved, Job) and moved.status == "succeeded", moved.error
-    assert moved.result is not None and moved.result["documents"] == {"embedded": len(DOCS), "copied": 0}
+    assert moved.result is not None and moved.result["documents"] == {"embedded": len(DOCS), "copied": 0, "resumed": 0}
     copied = client.reindex(name, "default", wait=True)  # the same model: the stored vectors are copied
-    assert copied.result is not None and copied.result["documents"] == {"embedded": 0, "copied": len(DOCS)}
+    assert copied.result is not None and copied.result["documents"] == {
+        "embedded": 0,
+        "copied": len(DOCS),
+        "resumed": 0,
+    }
     encoded = client.reindex(name, "default", reencode=True, wait=True)
-    assert encoded.result is not None and encoded.result["documents"] == {"embedded": len(DOCS), "copied": 0}
+    assert encoded.result is not None and encoded.result["documents"] == {
+        "embedded": len(DOCS),
+        "copied": 0,
+        "resumed": 0,
+    }
     coll = client.get_collection(name)
     assert coll.embedder == "default" and coll.dims["full"] == 384
     assert coll.generations is not None and coll.generations["current"]["generation"] == 3

@@ -49,7 +49,7 @@ def test_reindex_promotes_a_new_generation_and_rollback_restores_the_old(
     assert job.status == JobStatus.SUCCEEDED, job.error
     assert job.result is not None and job.result["promoted"] and job.result["generation"] == 1
     assert job.done == job.total == len(DOCS)
-    assert job.result["documents"] == {"embedded": len(DOCS), "copied": 0}
+    assert job.result["documents"] == {"embedded": len(DOCS), "copied": 0, "resumed": 0}
     coll = store.get("c")
     assert coll.root == root / "generations" / "1" and coll.settings.embedder == str(second_embedder)
     # The vectors are the new embedder's: what it makes of the stored passages, not the old ones.
@@ -85,7 +85,7 @@ def test_a_new_query_side_copies_the_document_vectors_instead_of_encoding(
     job_id = run_reindex(env, adapted_embedder, promote="manual")
     job = env["jobs"].get(job_id)
     assert job.status == JobStatus.SUCCEEDED, job.error
-    assert job.result["documents"] == {"embedded": 0, "copied": len(DOCS)} and encoded == []
+    assert job.result["documents"] == {"embedded": 0, "copied": len(DOCS), "resumed": 0} and encoded == []
     assert job.done == job.total == len(DOCS)
     # A write to the serving generation meanwhile is copied too, at promotion: the old model encoded it as the
     # new one would.
@@ -115,7 +115,7 @@ def test_reencode_encodes_every_document_through_the_promotion_too(
     encoded = encoded_ids(monkeypatch)
     job = env["jobs"].get(run_reindex(env, adapted_embedder, promote="manual", reencode=True))
     assert job.status == JobStatus.SUCCEEDED, job.error
-    assert job.result["documents"] == {"embedded": len(DOCS), "copied": 0} and len(encoded) == len(DOCS)
+    assert job.result["documents"] == {"embedded": len(DOCS), "copied": 0, "resumed": 0} and len(encoded) == len(DOCS)
     assert run_one_job(env, JobKind.UPSERT, [{"id": "n1", "text": "written while it waits"}]) == JobStatus.SUCCEEDED
     assert run_one_job(env, JobKind.PROMOTE, [{"collection": "c"}]) == JobStatus.SUCCEEDED
     assert encoded[-1] == "n1"  # the promotion's catch-up encoded it too
@@ -131,7 +131,7 @@ def test_a_sharded_collection_copies_its_vectors_shard_by_shard(
     assert run_one_job(env, JobKind.UPSERT, DOCS) == JobStatus.SUCCEEDED
     job = jobs.get(run_reindex(env, adapted_embedder))
     assert job.status == JobStatus.SUCCEEDED, job.error
-    assert job.result["documents"] == {"embedded": 0, "copied": len(DOCS)}
+    assert job.result["documents"] == {"embedded": 0, "copied": len(DOCS), "resumed": 0}
     old, new = gens.open_generation(tmp_path / "collections" / "c", 0), store.get("c")
     assert [len(s.docstore.document_ids()) for s in new.shard_list] == [
         len(s.docstore.document_ids()) for s in old.shard_list
@@ -157,7 +157,7 @@ def test_a_current_model_that_cannot_be_loaded_means_encoding_not_failing(
     shutil.rmtree(gone)
     job = jobs.get(run_reindex({"store": store, "jobs": jobs, "embedders": EmbedderCache()}, adapted_embedder))
     assert job.status == JobStatus.SUCCEEDED, job.error
-    assert job.result["documents"] == {"embedded": len(DOCS), "copied": 0}
+    assert job.result["documents"] == {"embedded": len(DOCS), "copied": 0, "resumed": 0}
 
 
 def test_a_new_chunking_or_another_model_encodes_every_document(
@@ -165,6 +165,6 @@ def test_a_new_chunking_or_another_model_encodes_every_document(
 ) -> None:
     job = env["jobs"].get(run_reindex(env, adapted_embedder, chunking={"max_tokens": 16, "overlap": 4}))
     assert job.status == JobStatus.SUCCEEDED, job.error
-    assert job.result["documents"] == {"embedded": len(DOCS), "copied": 0}
+    assert job.result["documents"] == {"embedded": len(DOCS), "copied": 0, "resumed": 0}
     coll = env["store"].get("c")
     assert coll.settings.chunking == ChunkingParams(max_tokens=16, overlap=4)

@@ -96,6 +96,8 @@ def test_sigkill_partway_then_resume(tmp_path: Path, request: pytest.FixtureRequ
     done = jobs.get(job.id)
     assert done.status == JobStatus.SUCCEEDED and done.attempts == 2 and done.result is not None
     assert done.result["promoted"] and done.done == done.total == len(DOCS)
+    counts = done.result["documents"]  # the first run's documents count as resumed: the counts add up
+    assert counts["resumed"] >= 32 and counts["embedded"] + counts["copied"] + counts["resumed"] == len(DOCS), counts
 
     store = CollectionStore(data)
     coll = store.get("c")
@@ -203,7 +205,11 @@ def test_a_kill_between_the_switch_and_the_deletion_leaves_only_an_unnamed_direc
     assert done.status == JobStatus.SUCCEEDED and done.attempts == 2
     # The result the killed run recorded before its switch: the documents it encoded, and the switch made.
     assert done.result is not None and (done.result["generation"], done.result["previous"]) == (2, 1)
-    assert done.result["promoted"] is True and done.result["documents"] == {"embedded": len(DOCS), "copied": 0}
+    assert done.result["promoted"] is True and done.result["documents"] == {
+        "embedded": len(DOCS),
+        "copied": 0,
+        "resumed": 0,
+    }
     assert gens.on_disk(root) == [1, 2]
     assert sorted(p.name for p in (root / "generations").iterdir()) == ["1", "2"]
     assert not any(e.name not in gens.KEEP for e in root.iterdir())  # nothing of generation 0 left

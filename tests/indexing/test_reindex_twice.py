@@ -72,7 +72,7 @@ def test_a_run_that_finds_the_job_ended_leaves_its_status_and_result(
     job_id = _reindex_job(env, second_embedder)
     assert _run(env, job_id, "w1") == JobStatus.SUCCEEDED
     first = env["jobs"].get(job_id)
-    assert first.result is not None and first.result["documents"] == {"embedded": len(DOCS), "copied": 0}
+    assert first.result is not None and first.result["documents"] == {"embedded": len(DOCS), "copied": 0, "resumed": 0}
     assert _run_again(env, job_id) == JobStatus.SUCCEEDED
     assert env["jobs"].get(job_id) == first
     _expect_promoted_once(env, job_id)
@@ -119,7 +119,7 @@ def test_two_runs_at_once_run_one_after_the_other(
     assert sorted(encoded) == sorted(d["id"] for d in DOCS)
     _expect_promoted_once(env, job_id)
     result = env["jobs"].get(job_id).result
-    assert result is not None and result["documents"] == {"embedded": len(DOCS), "copied": 0}
+    assert result is not None and result["documents"] == {"embedded": len(DOCS), "copied": 0, "resumed": 0}
     assert env["jobs"].get(job_id).attempts == 2
 
 
