@@ -8,7 +8,7 @@ from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
 from service.errors import ApiError
-from service.middleware import key_refusal
+from service.middleware import key_check
 from service.state import AppState
 
 _bearer = HTTPBearer(auto_error=False)
@@ -29,14 +29,19 @@ def require_api_key(
     bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
     header: Annotated[str | None, Depends(_header)],
 ) -> None:
-    """With VELA_API_KEYS set, every resource route needs one of the keys (Bearer or X-API-Key).
+    """With API keys set, every resource route needs one of the keys (Bearer or X-API-Key); a read-only key
+    (VELA_READ_API_KEYS) only on the routes that read.
 
     The `require_key` middleware has checked already, before the body was read; this dependency declares the
     security schemes in the OpenAPI document (`bearer`, `header`) and is a second check, the same one, on the raw
     headers: FastAPI's schemes would read the first of two Authorization headers where the check reads the last."""
-    keys = state.settings.api_key_set
-    if not keys:
+    settings = state.settings
+    if not settings.auth_on:
         return
-    refusal = key_refusal(request.scope["headers"], frozenset(k.encode("utf-8") for k in keys))
+    refusal = key_check(
+        request.scope,
+        frozenset(k.encode("utf-8") for k in settings.api_key_set),
+        frozenset(k.encode("utf-8") for k in settings.read_key_set),
+    )
     if refusal is not None:
-        raise ApiError(401, "unauthorized", refusal)
+        raise ApiError(*refusal)

@@ -65,7 +65,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        if not settings.api_key_set:
+        if not settings.auth_on:
             log.warning("API keys are off: set VELA_API_KEYS to require a key on every resource route")
         await run_in_threadpool(start, state)
         await run_in_threadpool(sweep_uploads, state)  # after start: jobs a crash interrupted are queued again
@@ -94,7 +94,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             raw_paths=frozenset({snapshots.UPLOAD_PATH}),  # streamed to disk; every other body is JSON
         ),
     )
-    app.add_middleware(_Wrap, factory=partial(require_key, keys=settings.api_key_set, public=public_paths(settings)))
+    app.add_middleware(
+        _Wrap,
+        factory=partial(
+            require_key, keys=settings.api_key_set, read_keys=settings.read_key_set, public=public_paths(settings)
+        ),
+    )
     app.add_middleware(
         _Wrap, factory=partial(request_guard, timeout_s=settings.request_timeout_s, access_log=settings.access_log)
     )
@@ -103,8 +108,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # The key dependency (security schemes in the OpenAPI document, 401 on each operation) only when keys are on,
     # so that the document says what the server does.
     secured: dict[str, Any] = {}
-    if settings.api_key_set:
+    if settings.auth_on:
         secured = {"dependencies": [Depends(require_api_key)], "responses": {401: {"model": ErrorResponse}}}
+        if settings.read_key_set:
+            secured["responses"][403] = {"model": ErrorResponse, "description": "a read-only key on a write"}
     routers = (index.router, jobs.router, collections.router, documents.router, search.router)
     for router in (
         *routers,
@@ -118,7 +125,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(router, **secured)
     app.include_router(health.router)
     app.include_router(ui.router)
-    if settings.api_key_set and settings.protect_metrics:
+    if settings.auth_on and settings.protect_metrics:
         app.include_router(health.metrics_router, **secured)
     else:
         app.include_router(health.metrics_router)

@@ -207,16 +207,37 @@ def key_refusal(headers: Iterable[tuple[bytes, bytes]], keys: frozenset[bytes]) 
     return None if key_matches(given, keys) else "invalid API key"
 
 
-def require_key(app: ASGIApp, *, keys: frozenset[str], public: frozenset[str]) -> ASGIApp:
-    """With API keys set, every path outside `public` needs one. Checked on the headers alone, so an unauthenticated
-    client cannot make the server read (and hold in memory) a body."""
+# What a read-only key (VELA_READ_API_KEYS) may do besides GET and HEAD: the POSTs that only read.
+_READ_POSTS = re.compile(r"/search|/search/batch|/recommend|/collections/[^/]+/(count|facet)")
+READ_ONLY = "this API key may only read (searches, counts, facets, recommendations, GETs): writing needs another key"
+
+
+def key_check(scope: Scope, keys: frozenset[bytes], read_keys: frozenset[bytes]) -> tuple[int, str, str] | None:
+    """The refusal (status, code, message) of a request under API keys, or None when its key lets it through: any
+    key of `keys`, or a key of `read_keys` on a request that only reads."""
+    refusal = key_refusal(scope["headers"], keys | read_keys)
+    if refusal is not None:
+        return 401, "unauthorized", refusal
+    if read_keys and not key_matches(_given_key(scope["headers"]) or b"", keys):
+        method = scope.get("method", "GET")
+        if method not in ("GET", "HEAD") and not (method == "POST" and _READ_POSTS.fullmatch(scope["path"])):
+            return 403, "forbidden", READ_ONLY
+    return None
+
+
+def require_key(
+    app: ASGIApp, *, keys: frozenset[str], read_keys: frozenset[str] = frozenset(), public: frozenset[str]
+) -> ASGIApp:
+    """With API keys set, every path outside `public` needs one (a read-only key, only to read). Checked on the
+    headers alone, so an unauthenticated client cannot make the server read (and hold in memory) a body."""
     encoded = frozenset(k.encode("utf-8") for k in keys)
+    encoded_read = frozenset(k.encode("utf-8") for k in read_keys)
 
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and encoded and scope["path"] not in public:
-            refusal = key_refusal(scope["headers"], encoded)
+        if scope["type"] == "http" and (encoded or encoded_read) and scope["path"] not in public:
+            refusal = key_check(scope, encoded, encoded_read)
             if refusal is not None:
-                await error_response(401, "unauthorized", refusal)(scope, receive, send)
+                await error_response(*refusal)(scope, receive, send)
                 return
         await app(scope, receive, send)
 

@@ -16,6 +16,9 @@ class Settings(IndexingSettings):
     """The API process's settings: the indexing ones plus HTTP, limits and new-collection defaults."""
 
     api_keys: str = Field("", description="comma-separated API keys; empty turns authentication off")
+    read_api_keys: str = Field(
+        "", description="comma-separated keys that may only read: searches, counts, facets, recommendations and GETs"
+    )
     host: str = "127.0.0.1"
     port: int = 8000
     processes: int = Field(
@@ -99,13 +102,19 @@ class Settings(IndexingSettings):
         2, ge=1, le=2, description="shortest BM25 term of new collections: 2 (bm25s's pattern) or 1 (single letters)"
     )
 
-    @field_validator("api_keys")
+    @field_validator("api_keys", "read_api_keys")
     @classmethod
     def _strip(cls, v: str) -> str:
         v = v.strip()
         if v and not any(k.strip() for k in v.split(",")):
             raise ValueError("holds no key (only commas and spaces): leave it empty to turn authentication off")
         return v
+
+    @model_validator(mode="after")
+    def _keys_of_one_kind(self) -> Settings:
+        if self.api_key_set & self.read_key_set:  # which would it be? refused rather than guessed
+            raise ValueError("a key is in both VELA_API_KEYS and VELA_READ_API_KEYS: give each key one kind")
+        return self
 
     @model_validator(mode="after")
     def _overlap_below_passage(self) -> Settings:
@@ -126,3 +135,12 @@ class Settings(IndexingSettings):
     @property
     def api_key_set(self) -> frozenset[str]:
         return frozenset(k.strip() for k in self.api_keys.split(",") if k.strip())
+
+    @property
+    def read_key_set(self) -> frozenset[str]:
+        return frozenset(k.strip() for k in self.read_api_keys.split(",") if k.strip())
+
+    @property
+    def auth_on(self) -> bool:
+        """Keys are checked: some key of either kind is set."""
+        return bool(self.api_key_set or self.read_key_set)

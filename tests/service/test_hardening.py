@@ -18,6 +18,7 @@ from starlette.exceptions import HTTPException
 from service import deps
 from service.documents import submit_upsert
 from service.middleware import key_refusal, require_key
+from service.settings import Settings
 from tests.service.conftest import running_app, running_server, wait_job
 
 DOCS = [
@@ -162,7 +163,7 @@ def test_the_key_middleware_and_the_route_dependency_decide_alike(i: int) -> Non
 
     async def dependency() -> int:
         request = Request(scope)
-        state = SimpleNamespace(settings=SimpleNamespace(api_key_set=frozenset({"k1", "k2"})))
+        state = SimpleNamespace(settings=Settings(api_keys="k1,k2"))
         try:
             bearer, header = await deps._bearer(request), await deps._header(request)
             deps.require_api_key(request, state, bearer, header)  # type: ignore[arg-type]
