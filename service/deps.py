@@ -7,8 +7,8 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
+from service.api_keys import key_check
 from service.errors import ApiError
-from service.middleware import key_check
 from service.state import AppState
 
 _bearer = HTTPBearer(auto_error=False)

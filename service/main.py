@@ -26,9 +26,10 @@ from service.api.routes import (
     snapshots,
     ui,
 )
+from service.api_keys import require_key
 from service.deps import require_api_key
 from service.errors import install_error_handlers
-from service.middleware import limit_body, request_guard, require_key
+from service.middleware import limit_body, request_guard
 from service.openapi import install_openapi
 from service.schemas import ErrorResponse
 from service.settings import Settings

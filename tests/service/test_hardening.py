@@ -16,8 +16,8 @@ from fastapi import FastAPI, Request
 from starlette.exceptions import HTTPException
 
 from service import deps
+from service.api_keys import key_refusal, require_key
 from service.documents import submit_upsert
-from service.middleware import key_refusal, require_key
 from service.settings import Settings
 from tests.service.conftest import running_app, running_server, wait_job
 
