@@ -36,6 +36,7 @@ from indexing.fusion import FusionSpec, rank_of
 from indexing.merger import BACKGROUND
 from indexing.postings import Postings, TermStats
 from indexing.ranking import Mode, RankRequest
+from indexing.settings import switch
 from velaio.text import passage_text
 
 log = logging.getLogger("vela.fusion")
@@ -259,8 +260,20 @@ def choose_fusion(coll: Any, embedder: Any, fanout: Fanout, params: ChoiceParams
 
 # --- kept with the collection, chosen again as it grows ----------------------------------------------------
 MIN_DOCUMENTS = 50  # fewer documents: too few pseudo-queries to tell fusions apart; RRF stays
-# VELA_FUSION_AUTO=0 turns the choice after ingest jobs off (tools that time ingest alone set this flag).
-AUTO_CHOOSE = os.environ.get("VELA_FUSION_AUTO", "1").strip().lower() not in ("0", "false", "no", "off")
+FUSION_AUTO_ENV = "VELA_FUSION_AUTO"
+
+
+def _auto_choose() -> bool:
+    """VELA_FUSION_AUTO=0 (or false, no, off) turns the choice after ingest jobs off (tools that time ingest alone
+    set it). A spelling `switch` does not take is refused where the settings are read (IndexingSettings.fusion_auto:
+    `vela serve` and `vela worker` stop at start-up, as for any bad setting); here it counts as the default, on."""
+    try:
+        return switch(os.environ.get(FUSION_AUTO_ENV, "1"))
+    except ValueError:
+        return True
+
+
+AUTO_CHOOSE = _auto_choose()
 
 
 def documents_of(coll: Any) -> int:

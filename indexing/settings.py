@@ -5,11 +5,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from indexing.dense import DenseIndexParams
 from models.device import DEVICE_PATTERN, PRECISION_PATTERN
+
+# How a yes/no setting read outside the settings class (VELA_FUSION_AUTO) is spelled: any case, spaces ignored.
+SWITCH_ON = ("1", "true", "yes", "on")
+SWITCH_OFF = ("0", "false", "no", "off")
+
+
+def switch(value: str) -> bool:
+    """A yes/no setting's value; ValueError for anything but SWITCH_ON or SWITCH_OFF (an empty value included)."""
+    word = value.strip().lower()
+    if word in SWITCH_ON or word in SWITCH_OFF:
+        return word in SWITCH_ON
+    accepted = ", ".join(SWITCH_ON + SWITCH_OFF)
+    raise ValueError(f"expected one of {accepted} (any case), not {value!r}"[:200])
 
 
 @dataclass(frozen=True)
@@ -47,6 +60,12 @@ class IndexingSettings(BaseSettings):
     jobs_retention_days: float = Field(
         7.0, ge=0, allow_inf_nan=False, description="finished jobs older than this are deleted (0: kept for ever)"
     )
+    # Read by indexing/fusion_choice.py itself (AUTO_CHOOSE, when it is imported); here so that a bad value stops
+    # `vela serve` and `vela worker` at start-up, as every other setting's does.
+    fusion_auto: bool = Field(
+        True,
+        description="each collection chooses its hybrid fusion after ingest jobs: 1, true, yes, on; 0, false, no, off",
+    )
     context_refresh_fraction: float = Field(
         0.5,
         gt=0,
@@ -67,6 +86,11 @@ class IndexingSettings(BaseSettings):
     ray_shard_cpus: float = Field(1.0, gt=0, description="logical CPUs each shard search actor reserves")
     ray_encoder_actors: int = Field(0, ge=0, description="Ray Data encoder actors (0: one per GPU, else per node)")
     ray_encoder_cpus: float = Field(1.0, gt=0, description="logical CPUs each Ray Data encoder actor reserves")
+
+    @field_validator("fusion_auto", mode="before")
+    @classmethod
+    def _fusion_switch(cls, v: object) -> object:
+        return switch(v) if isinstance(v, str) else v  # these spellings only (pydantic's bool would also take t, y)
 
     def jobs_retention_s(self) -> float | None:
         return self.jobs_retention_days * 86_400 if self.jobs_retention_days > 0 else None

@@ -79,6 +79,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="0.1.0",
         summary="Retrieval serving: dense, BM25 and hybrid search over learned embedders",
         lifespan=lifespan,
+        # A path with a slash too many or too few (`/collections/notes/`) is a 404 in the error shape like any other
+        # unknown path, not a bare 307 to the other spelling: an API client follows no redirect it did not expect.
+        redirect_slashes=False,
     )
     app.state.vela = state
 

@@ -54,6 +54,24 @@ def test_unknown_collection_is_404(small: httpx.Client) -> None:
     assert small.delete("/collections/nope/documents/x").status_code == 404
 
 
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/collections/c/"),
+        ("GET", "/collections/"),
+        ("GET", "/jobs/"),
+        ("POST", "/search/"),
+        ("GET", "/healthz/"),
+    ],
+)
+def test_a_path_with_a_trailing_slash_is_a_404_in_the_error_shape(small: httpx.Client, method: str, path: str) -> None:
+    # Not a bare 307 to the path without it: no route has the slash, and the answer says so as any unknown path does.
+    r = small.request(method, path, json={"collection": "c", "query": "text"} if method == "POST" else None)
+    assert r.status_code == 404 and "location" not in r.headers, (r.status_code, r.headers)
+    assert error_body(r)["code"] == "not_found"
+    assert small.get("/ui/").status_code == 200  # the console's own two spellings stay routes
+
+
 def test_every_422_has_details(small: httpx.Client) -> None:
     for r in (
         _search(small, k=0),  # a validation error

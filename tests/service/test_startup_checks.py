@@ -24,6 +24,9 @@ from cli.main import main as vela
         ("VELA_EMBEDDER", "/nonexistent", "VELA_EMBEDDER: embedder '/nonexistent' is neither"),
         ("VELA_RERANKER", "/nonexistent", "VELA_RERANKER: reranker '/nonexistent' is not a local model directory"),
         ("VELA_DOCUMENT_PRECISION", "bogus", "VELA_DOCUMENT_PRECISION must be one of auto, fp32"),
+        ("VELA_FUSION_AUTO", "maybe", "VELA_FUSION_AUTO: expected one of 1, true, yes, on, 0, false, no, off"),
+        ("VELA_FUSION_AUTO", "", "VELA_FUSION_AUTO: expected one of"),
+        ("VELA_FUSION_AUTO", "t", "VELA_FUSION_AUTO: expected one of"),
         ("VELA_SNAPSHOTS_DIR", "/etc/hostname", "VELA_SNAPSHOTS_DIR: /etc/hostname is not a folder"),
         ("VELA_MODELS_DIR", "/proc/nope", "VELA_MODELS_DIR: /proc/nope is not a folder"),
     ],
@@ -43,6 +46,28 @@ def test_a_setting_no_process_could_start_with_stops_vela_serve(
     assert len(said) == 1 and said[0].startswith("vela serve: ") and needle in said[0], said
 
 
+@pytest.mark.parametrize(
+    ("value", "on"),
+    [
+        ("1", True),
+        ("TRUE", True),
+        (" yes ", True),
+        ("on", True),
+        ("0", False),
+        ("False", False),
+        ("no", False),
+        ("OFF", False),
+    ],
+)
+def test_vela_fusion_auto_takes_the_usual_spellings(monkeypatch: pytest.MonkeyPatch, value: str, on: bool) -> None:
+    from indexing import fusion_choice
+    from service.settings import Settings
+
+    monkeypatch.setenv("VELA_FUSION_AUTO", value)
+    assert Settings().fusion_auto is on
+    assert fusion_choice._auto_choose() is on  # what the process's ingest jobs go by
+
+
 def test_the_defaults_pass(tmp_path: Path) -> None:
     from service.settings import Settings
     from service.startup_checks import startup_problem
@@ -60,6 +85,7 @@ def test_a_data_dir_it_cannot_write_is_one_line(tmp_path: Path, capsys: pytest.C
     ("variable", "value", "needle"),
     [
         ("VELA_CLAIM_IDLE_S", "abc", "vela worker: VELA_CLAIM_IDLE_S: Input should be a valid number"),
+        ("VELA_FUSION_AUTO", "maybe", "vela worker: VELA_FUSION_AUTO: expected one of 1, true, yes, on, 0, false"),
         ("VELA_EMBEDDER", "/nonexistent", "vela worker: VELA_EMBEDDER: embedder '/nonexistent' is neither"),
     ],
 )
