@@ -23,6 +23,7 @@ REQUEST_ID: ContextVar[str | None] = ContextVar("vela_request_id", default=None)
 
 STATUS_CODES = {
     401: "unauthorized",
+    403: "forbidden",
     404: "not_found",
     405: "method_not_allowed",
     408: "request_timeout",

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 _STATUS_CODES = {
     400: "invalid_request",
     401: "unauthorized",
+    403: "forbidden",
     404: "not_found",
     405: "method_not_allowed",
     408: "request_timeout",
@@ -66,6 +67,10 @@ class InvalidSnapshot(InvalidRequest):
 
 class Unauthorized(VelaError):
     """401: missing or wrong API key."""
+
+
+class Forbidden(VelaError):
+    """403: the API key may not do this (a read-only key, VELA_READ_API_KEYS, on a request that writes)."""
 
 
 class NotFound(VelaError):
@@ -134,6 +139,7 @@ class JobWaitTimeout(Timeout):
 _BY_STATUS: dict[int, type[VelaError]] = {
     400: InvalidRequest,
     401: Unauthorized,
+    403: Forbidden,
     404: NotFound,
     408: Timeout,
     409: Conflict,

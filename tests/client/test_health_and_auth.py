@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from vela_client import Health, Readiness, Unauthorized, Unavailable, VelaClient
+from vela_client import Forbidden, Health, Readiness, Unauthorized, Unavailable, VelaClient
 
 from tests.client.conftest import API_KEY, FAST_RETRY, ClientFactory
 from tests.client.scripted_server import Answer, scripted_server, vela_error
@@ -77,3 +77,11 @@ def test_probes_need_no_key(make_client: ClientFactory) -> None:
 def test_key_from_the_environment(make_client: ClientFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VELA_API_KEY", API_KEY)
     assert isinstance(make_client(api_key=None).list_collections(), list)
+
+
+def test_a_read_only_key_on_a_write_raises_forbidden(make_client: ClientFactory) -> None:
+    """The server's 403 for a read-only key (VELA_READ_API_KEYS) on a write: its own class, not retried."""
+    answer = vela_error(403, "forbidden", "this API key may only read")
+    with scripted_server(answer) as script, pytest.raises(Forbidden) as err:
+        make_client(script.url, retry=FAST_RETRY).index("x", [{"id": "a", "text": "t"}])
+    assert (err.value.status, err.value.code) == (403, "forbidden") and len(script.seen) == 1
