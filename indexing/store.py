@@ -29,6 +29,7 @@ from indexing.engine import LOCAL_FANOUT
 from indexing.generations import serving_root
 from indexing.manifest import ManifestError
 from indexing.segment import SegmentError
+from indexing.shard_budget import ShardCap, check_new_collection, check_room
 from indexing.shards import ShardedCollection
 from velaio.files import write_atomic
 
@@ -72,6 +73,8 @@ class CollectionStore:
         self._reader: threading.Thread | None = None
         # Called with a newly promoted generation before searches switch to it (the API loads its query encoder).
         self.on_generation: Callable[[Collection], None] | None = None
+        # The most shards the data directory may hold (None: no cap); set by the process that serves it.
+        self.shard_cap: ShardCap | None = None
 
     def use_ray(self, address: str, *, cpus_per_shard: float = 1.0) -> None:
         """Search shards on Ray actors (the only place a serving process imports Ray)."""
@@ -198,6 +201,20 @@ class CollectionStore:
             self.fanout.forget(coll.shard_refs())
         coll.close()
 
+    def shards_held(self) -> int:
+        """Shards of every collection of the data directory (a collection of one shard counts one)."""
+        held = 0
+        for name in self.names():
+            with contextlib.suppress(OSError, ValueError, KeyError):  # deleted meanwhile, or unreadable: not held
+                held += load_settings(self.root / name).shards
+        return held
+
+    def check_room(self, name: str, shards: int) -> None:
+        """ShardLimitExceeded when a new collection `name` of `shards` shards would pass a cap: its own (a
+        collection's shards) or the data directory's (`shard_cap`)."""
+        check_new_collection(name, shards)
+        check_room(self.shard_cap, name=name, held=self.shards_held(), adding=shards)
+
     def exists(self, name: str) -> bool:
         return self.is_collection(self.resolve(name))
 
@@ -215,6 +232,7 @@ class CollectionStore:
             if (root / SETTINGS_FILE).is_file():
                 _same_embedder(root, settings)
                 return self._get_locked(settings.name)
+            self.check_room(settings.name, settings.shards)  # before anything is made: refused, nothing is left
             if root.exists():  # no settings: what a job or merge left of a deleted collection, never a collection
                 shutil.rmtree(self._to_trash(root), ignore_errors=True)
             # Build it aside and rename it into place, so a half-created collection is never seen.
