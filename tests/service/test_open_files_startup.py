@@ -15,6 +15,7 @@ from pathlib import Path
 from indexing.collection import CollectionSettings
 from indexing.store import CollectionStore
 from models import EmbedderCache
+from velaio.open_files import UNLIMITED_CAP
 
 ROOT = Path(__file__).resolve().parents[2]
 START = """
@@ -53,11 +54,11 @@ def _start(data_dir: Path, embedder: Path, soft: int, hard: int) -> tuple[dict[s
 
 def test_the_soft_limit_is_raised_to_the_hard_one(tmp_path: Path, tiny_embedder_dir: Path) -> None:
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-    hard = 1 << 20 if hard == resource.RLIM_INFINITY else hard
+    expected = UNLIMITED_CAP if hard == resource.RLIM_INFINITY else hard  # "unlimited" cannot be a soft limit
     limits, logs = _start(tmp_path, tiny_embedder_dir, 256, hard)
-    assert limits["soft"] == limits["hard"] == hard
+    assert limits["soft"] == expected
     raised = [line for line in logs if line["msg"] == "open files limit raised"]
-    assert raised and raised[0]["from"] == 256 and raised[0]["to"] == hard
+    assert raised and raised[0]["from"] == 256 and raised[0]["to"] == expected
 
 
 def test_stored_shards_past_the_limit_are_served_and_reported(tmp_path: Path, tiny_embedder_dir: Path) -> None:
