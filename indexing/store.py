@@ -28,7 +28,9 @@ from indexing.collection_settings import COLLECTIONS_FOLDER
 from indexing.engine import LOCAL_FANOUT
 from indexing.generations import serving_root
 from indexing.manifest import ManifestError
+from indexing.refresh_backoff import RefreshBackoff
 from indexing.segment import SegmentError
+from indexing.shard_budget import ShardCap, check_new_collection, check_room
 from indexing.shards import ShardedCollection
 from velaio.files import write_atomic
 
@@ -72,6 +74,11 @@ class CollectionStore:
         self._reader: threading.Thread | None = None
         # Called with a newly promoted generation before searches switch to it (the API loads its query encoder).
         self.on_generation: Callable[[Collection], None] | None = None
+        # A collection the reader cannot refresh (or whose new generation it cannot open) is tried again later.
+        self.refresh_backoff = RefreshBackoff(log, "collection not refreshed", "collection refreshed again")
+        self.follow_backoff = RefreshBackoff(log, "generation not followed", "generation followed again")
+        # The most shards the data directory may hold (None: no cap); set by the process that serves it.
+        self.shard_cap: ShardCap | None = None
 
     def use_ray(self, address: str, *, cpus_per_shard: float = 1.0) -> None:
         """Search shards on Ray actors (the only place a serving process imports Ray)."""
@@ -83,10 +90,12 @@ class CollectionStore:
     def refresh(self, coll: Collection) -> bool:
         coll.reload_settings()  # a schema declared by another process (a `vela worker`): filters are parsed with it
         try:
-            return coll.refresh(self.fanout)
+            changed = coll.refresh(self.fanout)
         except (IndexNotReady, ManifestError, SegmentError, OSError) as exc:
-            log.warning("collection not refreshed", extra={"collection": coll.name, "error": str(exc)})
+            self.refresh_backoff.failed(coll.name, str(exc))
             return False
+        self.refresh_backoff.succeeded(coll.name)
+        return changed
 
     def published(self, coll: Collection) -> None:
         """A writer of this process published: where this process serves searches, load it now."""
@@ -107,11 +116,15 @@ class CollectionStore:
                 self._forget(name)
             colls = list(self._open.values())
         for coll in colls:
-            try:
-                coll = self.follow(coll)
-            except (IndexNotReady, ManifestError, SegmentError, OSError, ValueError) as exc:
-                log.warning("generation not followed", extra={"collection": coll.name, "error": str(exc)})
-            self.refresh(coll)
+            if self.follow_backoff.due(coll.name):
+                try:
+                    coll = self.follow(coll)
+                except (IndexNotReady, ManifestError, SegmentError, OSError, ValueError) as exc:
+                    self.follow_backoff.failed(coll.name, str(exc))
+                else:
+                    self.follow_backoff.succeeded(coll.name)
+            if self.refresh_backoff.due(coll.name):
+                self.refresh(coll)
 
     def follow(self, coll: Collection) -> Collection:
         """The generation of `coll`'s collection that serves now (indexing/generations.py). When a promotion or a
@@ -162,7 +175,7 @@ class CollectionStore:
         name = self.resolve(name)
         with self._lock:
             coll = self._get_locked(name)
-        if self._reader is not None and coll.behind():
+        if self._reader is not None and coll.behind() and self.refresh_backoff.due(coll.name):
             # Another process published (a job it ran, a merge) and the reader has not loaded it yet: load it
             # now, so that a job reported done is searchable in every process. A stat per request otherwise.
             self.refresh(coll)
@@ -194,9 +207,28 @@ class CollectionStore:
         """Close a collection another process deleted (the caller holds `_lock`)."""
         coll = self._open.pop(name)
         self._inode.pop(name, None)
+        self._forget_failures(name)
         if hasattr(self.fanout, "forget"):
             self.fanout.forget(coll.shard_refs())
         coll.close()
+
+    def _forget_failures(self, name: str) -> None:
+        self.refresh_backoff.forget(name)
+        self.follow_backoff.forget(name)
+
+    def shards_held(self) -> int:
+        """Shards of every collection of the data directory (a collection of one shard counts one)."""
+        held = 0
+        for name in self.names():
+            with contextlib.suppress(OSError, ValueError, KeyError):  # deleted meanwhile, or unreadable: not held
+                held += load_settings(self.root / name).shards
+        return held
+
+    def check_room(self, name: str, shards: int) -> None:
+        """ShardLimitExceeded when a new collection `name` of `shards` shards would pass a cap: its own (a
+        collection's shards) or the data directory's (`shard_cap`)."""
+        check_new_collection(name, shards)
+        check_room(self.shard_cap, name=name, held=self.shards_held(), adding=shards)
 
     def exists(self, name: str) -> bool:
         return self.is_collection(self.resolve(name))
@@ -215,6 +247,7 @@ class CollectionStore:
             if (root / SETTINGS_FILE).is_file():
                 _same_embedder(root, settings)
                 return self._get_locked(settings.name)
+            self.check_room(settings.name, settings.shards)  # before anything is made: refused, nothing is left
             if root.exists():  # no settings: what a job or merge left of a deleted collection, never a collection
                 shutil.rmtree(self._to_trash(root), ignore_errors=True)
             # Build it aside and rename it into place, so a half-created collection is never seen.
@@ -243,6 +276,7 @@ class CollectionStore:
             coll.close()
             self._open.pop(coll.name, None)
             self._inode.pop(coll.name, None)
+            self._forget_failures(coll.name)
             # Rename first: the collection disappears at once, the files go after (every generation with it).
             root = self.root / coll.name
             (root / SETTINGS_FILE).rename(root / f"{SETTINGS_FILE}.deleted")

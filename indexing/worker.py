@@ -26,6 +26,7 @@ from indexing.snapshot_restore import clean_restore_leftovers
 from indexing.store import CollectionStore
 from models import EmbedderCache
 from models.device import DeviceError, resolve_device, resolve_precision
+from velaio.open_files import raise_open_files_limit
 
 log = logging.getLogger("vela.worker")
 
@@ -37,6 +38,7 @@ def main(*, name: str | None = None) -> int:
         print(f"vela worker: {settings_error(exc)}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level)
+    raise_open_files_limit()  # every collection it writes keeps its files open (indexing/shard_budget.py)
     if not settings.redis_url:
         log.error("vela worker needs VELA_REDIS_URL (the embedded default runs jobs inside `vela serve`)")
         return 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 from collections.abc import Mapping
 from contextvars import ContextVar
@@ -71,8 +72,26 @@ def error_response(
     return JSONResponse({"error": body}, status_code=status, headers=headers or None)
 
 
-def internal_error() -> JSONResponse:
-    """What a client sees of a bug: the shape and the request id to quote, never a traceback."""
+def out_of_files(exc: BaseException | None) -> bool:
+    """Whether `exc` (or what caused it) is the process or the system running out of file handles."""
+    for _ in range(8):  # a chain, never a cycle, followed a few links
+        if exc is None:
+            return False
+        if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def internal_error(exc: BaseException | None = None) -> JSONResponse:
+    """What a client sees of a bug: the shape and the request id to quote, never a traceback. Running out of file
+    handles is no bug of the request: 503, to send again later, as the operator raises the limit."""
+    if out_of_files(exc):
+        message = (
+            "the server has no file handle left (its open-files limit, RLIMIT_NOFILE): try again later; "
+            "the operator raises the limit or deletes collections"
+        )
+        return error_response(503, "unavailable", message, headers={"Retry-After": "5"})
     rid = REQUEST_ID.get()
     message = f"internal error; quote request id {rid} when reporting it" if rid else "internal error"
     return error_response(500, "internal", message)
@@ -161,7 +180,7 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _unhandled(request: Request, exc: Exception) -> JSONResponse:
         # Last resort, in Starlette's outermost layer: the request guard middleware normally answers first.
         log.error("unhandled error", exc_info=exc, extra={"request_id": REQUEST_ID.get(), "path": request.url.path})
-        return internal_error()
+        return internal_error(exc)
 
 
 def parse_request_filter(raw: Any, schema: dict[str, Any], path: str = "filter") -> Node | None:

@@ -129,11 +129,11 @@ def request_guard(
                 abort = scope.get("extensions", {}).get(ABORT_CONNECTION)
                 if abort is not None:
                     abort()
-        except Exception:
+        except Exception as exc:
             log.exception("unhandled error", extra={"request_id": rid, "path": scope.get("path")})
             if started:
                 raise  # half a response went out: the server closes the connection
-            await internal_error()(scope, receive, send_direct)
+            await internal_error(exc)(scope, receive, send_direct)
         finally:
             if not task.done():  # past the deadline, or we were cancelled ourselves (client gone, shutdown)
                 task.cancel()

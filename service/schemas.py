@@ -10,7 +10,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.json_schema import JsonDict
 
-from indexing.collection import MAX_SHARDS, NAME_RE
+from indexing.collection import NAME_RE
+from indexing.shard_budget import MAX_SHARDS_PER_COLLECTION
 
 # Every request body refuses extra fields and non-finite numbers (Infinity/NaN would reach scores and sorting).
 # Strict: no coercion the schema does not promise ("rescore": 0 or "k": "10" are refused, as the schema says).
@@ -122,7 +123,7 @@ class IndexRequest(UnicodeBody):
     shards: int | None = Field(
         None,
         ge=1,
-        le=MAX_SHARDS,
+        le=MAX_SHARDS_PER_COLLECTION,
         description="shards of a new collection (documents split by a hash of their id); unset: 1. "
         "An existing collection must have this many (409 otherwise)",
     )

@@ -90,6 +90,12 @@ class Settings(IndexingSettings):
     )
     keep_alive_s: int = Field(5, ge=1, description="how long an idle keep-alive connection stays open")
     max_connections: int = Field(1024, ge=1, description="concurrent connections; more get 503 at once")
+    max_shards: int = Field(
+        1024,
+        ge=1,
+        description="most shards the data directory may hold, all collections together (a new collection past it "
+        "gets 409 limit_exceeded); lowered to what the open-files limit holds",
+    )
     protect_metrics: bool = Field(False, description="with API keys, /metrics needs a key too")
     protect_docs: bool = Field(False, description="with API keys, /docs, /redoc and /openapi.json need a key too")
     access_log: bool = Field(False, description="one JSON log line per request: method, path, status, ms, id")

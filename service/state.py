@@ -14,6 +14,7 @@ from indexing.lanes import LaneQueue
 from indexing.queue import JobQueue
 from indexing.redis_queue import RedisJobQueue
 from indexing.reindex import clean_all
+from indexing.shard_budget import FDS_PER_SHARD, FDS_RESERVED, shard_cap
 from indexing.snapshot_restore import clean_restore_leftovers
 from indexing.store import CollectionStore
 from models import EmbedderCache
@@ -22,6 +23,7 @@ from models.reranker import RerankerCache
 from service.batching import QueryEncoders
 from service.metrics import Metrics
 from service.settings import Settings
+from velaio.open_files import open_files_limit, raise_open_files_limit
 
 log = logging.getLogger("vela.service")
 
@@ -46,6 +48,10 @@ def build_state(settings: Settings) -> AppState:
     gpu_index.configure(device, settings.gpu_min_passages)
     data_dir = settings.data_dir.expanduser().resolve()
     collections = CollectionStore(data_dir)
+    # Every shard keeps its files open: the soft open-files limit goes up to the hard one, and new collections
+    # stop at the shards that limit holds (or VELA_MAX_SHARDS, if lower).
+    open_files = raise_open_files_limit()
+    collections.shard_cap = shard_cap(settings.max_shards, "VELA_MAX_SHARDS", open_files, settings.max_connections)
     jobs = JobStore(data_dir / "jobs.sqlite3", retention_s=settings.jobs_retention_s())
     embedders = EmbedderCache(device=device, precision=precision, encoder=settings.encoder)
 
@@ -97,6 +103,7 @@ def start(state: AppState) -> None:
     if state.settings.reranker:  # the default reranker: loaded and run once now, not on a user's query
         log.info("loading reranker", extra={"reranker": state.settings.reranker})
         state.rerankers.get(state.settings.reranker).score("warm up", ["warm up"])
+    check_open_files(state)
     if state.settings.ray_address:
         # Shards are searched by Ray actors; connecting now makes /readyz wait for the cluster, not the first search.
         state.collections.use_ray(state.settings.ray_address, cpus_per_shard=state.settings.ray_shard_cpus)
@@ -112,6 +119,24 @@ def start(state: AppState) -> None:
         # Redis failing here stops the start-up (the process is started again) and leaves these jobs queued.
         state.queue.hand_over()
     state.ready = True
+
+
+def check_open_files(state: AppState) -> None:
+    """Say so at start-up when the shards already stored need more open files than this process may hold: each
+    is opened now and stays open, so requests would fail with "Too many open files". Nothing stored is refused;
+    new collections are (the shard cap)."""
+    held = state.collections.shards_held()
+    open_files = open_files_limit()
+    needed = held * FDS_PER_SHARD + state.settings.max_connections + FDS_RESERVED
+    if open_files is not None and needed > open_files:
+        log.error(
+            "open files limit too low for the shards stored: raise the hard limit (LimitNOFILE= of the systemd "
+            "unit, --ulimit nofile= of docker run, or ulimit -Hn), or delete collections",
+            extra={"shards": held, "open_files_needed": needed, "open_files_limit": open_files},
+        )
+    cap = state.collections.shard_cap
+    if cap is not None and held > cap.limit:
+        log.warning("shards stored past the cap: new collections are refused", extra={"shards": held, "cap": cap.limit})
 
 
 def queue_status(state: AppState) -> str:

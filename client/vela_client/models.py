@@ -177,6 +177,10 @@ class Limits(_Response):
     max_search_hits: int
     max_search_depth: int
     max_response_bytes: int
+    # The shard caps (None from a server older than them): a new collection past them is refused (409).
+    max_shards_per_collection: int | None = None
+    max_shards: int | None = None
+    shards: int | None = None
 
 
 class Alias(_Response):

@@ -88,7 +88,7 @@ def test_sharded_collection_over_http(tmp_path: Path) -> None:
     ("shards", "status", "needle"),
     [
         (0, 422, "shards: Input should be greater than or equal to 1"),
-        (257, 422, "shards: Input should be less than or equal to 256"),
+        (65, 422, "shards: Input should be less than or equal to 64"),
         ("three", 422, "shards: Input should be a valid integer"),
         (2, 409, "collection 'c' already has 1 shard(s)"),
     ],

@@ -3,6 +3,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, status
 
 from indexing.collection import CollectionConflict
+from indexing.shard_budget import ShardLimitExceeded
 from service.api.json_body import JsonRoute
 from service.deps import State
 from service.documents import BatchTooLarge, DocumentTooLarge, InvalidMetadata, UnsupportedSharding, submit_upsert
@@ -40,6 +41,8 @@ def index_documents(body: IndexRequest, state: State, request: Request) -> JobAc
         raise ApiError(413, "payload_too_large", str(exc)) from exc
     except CollectionConflict as exc:
         raise ApiError(409, "conflict", str(exc)) from exc
+    except ShardLimitExceeded as exc:  # the data directory holds all the shards it may: nothing was created
+        raise ApiError(409, "limit_exceeded", str(exc)) from exc
     except UnknownModelName as exc:
         raise ApiError(422, "unknown_model", str(exc)) from exc
     except (ModelKindMismatch, UnusableModel) as exc:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
+from indexing.shard_budget import MAX_SHARDS_PER_COLLECTION
 from service.api.json_body import JsonRoute
 from service.deps import State
 
@@ -33,12 +34,21 @@ class LimitsOut(BaseModel):
     max_search_hits: int = Field(..., description="(k + offset) x queries of one search request")
     max_search_depth: int = Field(..., description="depth x queries of one search request")
     max_response_bytes: int = Field(..., description="largest response body, in bytes (VELA_MAX_RESPONSE_BYTES)")
+    max_shards_per_collection: int = Field(..., description="most shards of a new collection (POST /index shards)")
+    max_shards: int = Field(
+        ...,
+        description="most shards of all collections together (VELA_MAX_SHARDS, or lower where the open-files limit "
+        "holds fewer); a new collection past it is a 409 limit_exceeded",
+    )
+    shards: int = Field(..., description="shards the collections hold now (a one-shard collection counts one)")
 
 
 @router.get("/limits", response_model=LimitsOut)
 def get_limits(state: State) -> LimitsOut:
-    """The bounds a request must keep within (each a `VELA_*` setting); past one, the answer is 413 or 422."""
+    """The bounds a request must keep within (each a `VELA_*` setting); past one, the answer is 413 or 422 (409 for
+    a new collection past the shard cap)."""
     s = state.settings
+    cap = state.collections.shard_cap
     return LimitsOut(
         max_json_bytes=min(s.max_json_bytes, s.max_request_bytes),  # what limit_body enforces on a JSON body
         max_request_bytes=s.max_request_bytes,
@@ -52,4 +62,7 @@ def get_limits(state: State) -> LimitsOut:
         max_search_hits=s.max_search_hits,
         max_search_depth=s.max_search_depth,
         max_response_bytes=s.max_response_bytes,
+        max_shards_per_collection=MAX_SHARDS_PER_COLLECTION,
+        max_shards=cap.limit if cap is not None else s.max_shards,
+        shards=state.collections.shards_held(),
     )

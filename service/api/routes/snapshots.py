@@ -10,6 +10,7 @@ from fastapi.responses import FileResponse
 
 from indexing.collection import CollectionConflict, CollectionNotFound
 from indexing.jobs import Job
+from indexing.shard_budget import ShardLimitExceeded
 from service.api.json_body import JsonRoute
 from service.deps import State
 from service.errors import ApiError, shown
@@ -36,7 +37,11 @@ SNAPSHOT_NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorResponse, "description": "no such collection, or no snapshot of that name in its listing"}
 }
 RESTORE_ERRORS: dict[int | str, dict[str, Any]] = {
-    409: {"model": ErrorResponse, "description": "`into` is a collection or an alias, or a restore into it runs"},
+    409: {
+        "model": ErrorResponse,
+        "description": "`into` is a collection or an alias, or a restore into it runs (conflict); "
+        "the data directory holds all the shards it may (limit_exceeded)",
+    },
     422: {"model": ErrorResponse, "description": "not a snapshot this server reads, or its model is not here"},
 }
 
@@ -123,7 +128,7 @@ def restore_snapshot(name: str, snapshot: str, body: RestoreRequest, state: Stat
         raise _collection_not_found(name) from exc
     except SnapshotNotFound as exc:
         raise _snapshot_not_found(snapshot) from exc
-    except (CollectionConflict, SnapshotInvalid, SnapshotModelUnavailable) as exc:
+    except (CollectionConflict, ShardLimitExceeded, SnapshotInvalid, SnapshotModelUnavailable) as exc:
         raise _restore_refused(exc) from exc
     return _accepted(job, request)
 
@@ -132,6 +137,8 @@ def _restore_refused(exc: Exception) -> ApiError:
     """What a restore or an upload answers when it cannot start: the name is taken, or the file or its model."""
     if isinstance(exc, CollectionConflict):
         return ApiError(409, "conflict", str(exc))
+    if isinstance(exc, ShardLimitExceeded):  # the data directory holds all the shards it may
+        return ApiError(409, "limit_exceeded", str(exc))
     code = "invalid_snapshot" if isinstance(exc, SnapshotInvalid) else "unknown_model"
     return ApiError(422, code, str(exc))
 
@@ -166,6 +173,6 @@ async def upload_snapshot(
     try:
         digest = sha256.lower() if sha256 is not None else None
         job = await submit_upload(state=state, into=into, body=request.stream(), sha256=digest)
-    except (CollectionConflict, SnapshotInvalid, SnapshotModelUnavailable) as exc:
+    except (CollectionConflict, ShardLimitExceeded, SnapshotInvalid, SnapshotModelUnavailable) as exc:
         raise _restore_refused(exc) from exc
     return _accepted(job, request)
