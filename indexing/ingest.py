@@ -10,7 +10,7 @@ from typing import Any
 
 from indexing.collection import Collection, CollectionNotFound
 from indexing.context import commit_collection, ensure_context, queue_context_refresh, refresh_due
-from indexing.filter_match import matches
+from indexing.filter_match import matching_ids
 from indexing.filters import Schema, parse_filter
 from indexing.fusion_choice import after_ingest
 from indexing.generations import serving_writer
@@ -142,7 +142,7 @@ def _matching(coll: Collection, raw_filter: Any) -> list[str]:
     node = parse_filter(raw_filter, Schema.from_json(coll.settings.schema))
     if node is None:
         raise ValueError("a delete by filter needs a filter")  # the API refuses it first; never "delete all"
-    return [doc_id for doc_id, text in coll.scan_metadata(None, DELETE_BATCH) if matches(node, json.loads(text))]
+    return list(matching_ids(node, coll.scan_metadata(None, DELETE_BATCH), DELETE_BATCH))
 
 
 def _route(coll: Collection, doc_ids: list[str]) -> list[tuple[Collection, list[int]]]:

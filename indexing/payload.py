@@ -3,14 +3,15 @@
 `metadata.jsonl` holds one line per row, the document's metadata as the doc store keeps it (rows of one
 document repeat it). The typed columns of the collection's declared fields are built from it when a
 segment is loaded for a manifest that declares them (off the request path) and kept with the segment, so
-a filter on a declared field is a few numpy operations; a filter on an undeclared field scans the rows'
-metadata (indexing/filters.py `matches`), which is slower, as the docs say.
+a filter on a declared field is a few numpy operations. A filter on an undeclared field is numpy work too,
+over that field's values split by type (indexing/loose_column.py), made the first time a filter names the
+field in this segment and kept; it is slower than a declared field only that first time. Every condition
+checks the request's deadline (indexing/deadline.py) first.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,8 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from indexing.filter_match import matches
+from indexing import deadline
+from indexing.column_compare import compare
 from indexing.filters import RANGE_OPS, Bool, Exists, IsNull, Match, Node, Range, parse_datetime
+from indexing.loose_column import LooseColumn
 
 FILE = "metadata.jsonl"
 
@@ -91,6 +94,20 @@ class Payload:
     def __init__(self, metadata: list[dict[str, Any]]) -> None:
         self.metadata = metadata
         self.columns: dict[tuple[str, str], Column] = {}
+        # The distinct metadata (rows of one document share one dict), each row's entry, and the fields they hold:
+        # an undeclared field's column is over entries, not rows, and only a field some entry holds gets one.
+        entry_of: dict[int, int] = {}
+        self.entries: list[dict[str, Any]] = []
+        row_entry = np.empty(len(metadata), np.int64)
+        for r, md in enumerate(metadata):
+            e = entry_of.get(id(md))
+            if e is None:
+                e = entry_of[id(md)] = len(self.entries)
+                self.entries.append(md)
+            row_entry[r] = e
+        self.row_entry = row_entry
+        self.keys = frozenset(k for md in self.entries for k in md)
+        self.loose: dict[str, LooseColumn] = {}  # undeclared fields' columns, each made when a filter first names it
 
     def __len__(self) -> int:
         return len(self.metadata)
@@ -125,6 +142,14 @@ class Payload:
             if (key, kind) not in self.columns:
                 self.columns[(key, kind)] = Column.build(self.metadata, key, kind)
 
+    def _loose(self, key: str) -> LooseColumn:
+        """The column of an undeclared field, made once per segment (one pass over the field's values, stopped
+        at the request's deadline) and kept: a filter on it is then numpy work, like one on a declared field."""
+        col = self.loose.get(key)
+        if col is None:  # threads that race here build the same column; either one is kept
+            col = self.loose[key] = LooseColumn.build(self.entries, key, deadline.check)
+        return col
+
     def mask(self, node: Node, fields: Mapping[str, str]) -> np.ndarray:
         """(n,) bool: the rows whose document passes the filter."""
         n = len(self.metadata)
@@ -141,9 +166,10 @@ class Payload:
                 out &= ~self.mask(child, fields)
             return out
         kind = fields.get(node.key)
+        deadline.check()  # between conditions: a filter holds up to MAX_CONDITIONS of them
         col = self.columns.get((node.key, kind)) if kind else None
-        if col is None:  # an undeclared field: scan the rows' metadata
-            return np.fromiter((matches(node, md) for md in self.metadata), bool, count=n)
+        if col is None:  # an undeclared field: its columnar values, over entries
+            return self._loose(node.key).mask(node)[self.row_entry] if node.key in self.keys else np.zeros(n, bool)
         if isinstance(node, Exists):
             return col.present.copy()
         if isinstance(node, IsNull):
@@ -159,47 +185,5 @@ class Payload:
         for op in RANGE_OPS:
             bound = getattr(node, op)
             if bound is not None:
-                hit &= _compare(col.values, op, bound, kind == "float")
+                hit &= compare(col.values, op, bound, kind == "float")
         return col.rows_where(hit, n)
-
-
-_OPS = {"gt": np.greater, "gte": np.greater_equal, "lt": np.less, "lte": np.less_equal}
-
-
-def _compare(values: np.ndarray, op: str, bound: float, floating: bool) -> np.ndarray:
-    """`values <op> bound` as Python compares the numbers (the scan's answer, indexing/filter_match.py): the
-    bound is rewritten into one of the column's own type that selects the same values, since numpy would round
-    an integer bound to float64 against a float column, and a float bound against an int64 column."""
-    const = _float_bound(op, bound) if floating else _int_bound(op, bound)
-    if isinstance(const, bool):  # a bound beyond every value the column's type holds
-        return np.full(values.shape[0], const)
-    op, bound = const
-    return _OPS[op](values, bound)  # type: ignore[no-any-return]
-
-
-def _int_bound(op: str, bound: float) -> tuple[str, int] | bool:
-    """A bound on an int64 column (integer, datetime) as an int64 that selects the same values (x > 2.5 is
-    x > 2, x >= 2.5 is x >= 3), or what every int64 answers when the bound lies beyond them (x > 2**63: none)."""
-    if isinstance(bound, float):  # finite: the parser refuses others
-        bound = math.floor(bound) if op in ("gt", "lte") else math.ceil(bound)
-    if bound >= 2**63:
-        return op in ("lt", "lte")
-    if bound < -(2**63):
-        return op in ("gt", "gte")
-    return op, int(bound)
-
-
-def _float_bound(op: str, bound: float) -> tuple[str, float]:
-    """A bound on a float64 column as a float that selects the same values. A float bound is one already; an
-    integer no float equals (2**53 + 1, 2**63, 10**400) lies strictly between two neighbouring floats lo < b < hi
-    (hi is inf past the largest float), and x > b is then x >= hi, x < b is x <= lo."""
-    if isinstance(bound, float):
-        return op, bound
-    try:
-        f = float(bound)
-    except OverflowError:  # beyond the largest float
-        f = math.inf if bound > 0 else -math.inf
-    if f == bound:
-        return op, f
-    lo, hi = (math.nextafter(f, -math.inf), f) if f > bound else (f, math.nextafter(f, math.inf))
-    return ("gte", hi) if op in ("gt", "gte") else ("lte", lo)

@@ -17,7 +17,7 @@ from indexing import engine
 from indexing.collection import Collection
 from indexing.docstore import DocumentRecord
 from indexing.facets import FacetCount, check_facet_field
-from indexing.filter_match import matches
+from indexing.filter_match import each_matches
 from indexing.filters import Node, Schema, parse_filter
 from indexing.jobs import Job, JobKind
 from service.documents import InvalidMetadata, check_batch_size, check_metadata_types
@@ -90,21 +90,34 @@ def scroll(*, state: AppState, coll: Collection, node: Node | None, after: str |
     picked: list[str] = []
     scanned = read = 0
     last, more = after, False
-    for doc_id, text in coll.scan_metadata(after, per_shard):
+    rows = iter(coll.scan_metadata(after, per_shard))
+    pending = next(rows, None)
+    while pending is not None:
         if len(picked) >= limit or scanned >= max_scan or read >= SCAN_BYTES:
             more = True  # one more document exists past this page
             break
-        scanned, read, last = scanned + 1, read + len(text), doc_id
-        if node is None or matches(node, json.loads(text)):
-            picked.append(doc_id)
+        # Matched a chunk at a time (numpy work over the chunk's values): a chunk is never larger than the
+        # documents the page still takes, so the page visits the documents it visited one at a time.
+        room = min(SHARD_PAGE, limit - len(picked), max_scan - scanned)
+        chunk: list[tuple[str, str]] = []
+        while pending is not None and len(chunk) < room and read < SCAN_BYTES:
+            chunk.append(pending)
+            scanned, read, last = scanned + 1, read + len(pending[1]), pending[0]
+            pending = next(rows, None)
+        passing = [True] * len(chunk) if node is None else each_matches(node, [json.loads(t) for _, t in chunk])
+        picked.extend(doc_id for (doc_id, _), ok in zip(chunk, passing, strict=True) if ok)
     stored = coll.documents(picked)
+    if node is not None:  # deleted or changed since it was scanned: dropped below
+        found = [d for d in picked if d in stored]
+        still = each_matches(node, [stored[d].metadata for d in found])
+        stored = {d: stored[d] for d, ok in zip(found, still, strict=True) if ok}
     end_cursor = _cursor_size(last if more else None)  # the cursor of a page that takes every picked document
     room = state.settings.max_response_bytes - scroll_page_size([], None) + 4  # for documents, commas and cursor
     out: list[DocumentRecord] = []
     sizes: list[int] = []
     for doc_id in picked:
         doc = stored.get(doc_id)
-        if doc is None or (node is not None and not matches(node, doc.metadata)):
+        if doc is None:
             continue  # deleted or changed since it was scanned
         size = document_size(doc, passages=False)
         # Ending here, the page's cursor is this document's id, or the end cursor: room for the larger.

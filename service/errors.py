@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
+from indexing.deadline import DeadlineExceeded
 from indexing.filters import FilterError, Node, Schema, parse_filter
 from indexing.queue import QueueUnavailable
 
@@ -138,6 +139,14 @@ def _allowed(request: Request) -> str:
     return ", ".join(allowed)
 
 
+def timeout_message(timeout_s: float) -> str:
+    """The message of a 503 `timeout`: the request passed VELA_REQUEST_TIMEOUT_S."""
+    return (
+        f"the request took longer than {timeout_s:g} s (VELA_REQUEST_TIMEOUT_S): ask for less (smaller k, depth, "
+        "batch; declare the metadata fields that filters name); a transfer goes on past it only while it keeps moving"
+    )
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -175,6 +184,12 @@ def install_error_handlers(app: FastAPI) -> None:
         # later), so the client sends the request again; the Python client retries a 503 after Retry-After.
         headers = {"Retry-After": str(exc.retry_after_s)}
         return error_response(503, "queue_unavailable", str(exc), headers=headers)
+
+    @app.exception_handler(DeadlineExceeded)
+    async def _deadline(request: Request, exc: DeadlineExceeded) -> JSONResponse:
+        # The engine stopped at the request's deadline (VELA_REQUEST_TIMEOUT_S): the request guard answers the same
+        # 503 at that moment, and whichever comes first is what the client gets.
+        return error_response(503, "timeout", timeout_message(request.app.state.vela.settings.request_timeout_s))
 
     @app.exception_handler(Exception)
     async def _unhandled(request: Request, exc: Exception) -> JSONResponse:

@@ -17,10 +17,11 @@ from service.search_schemas import response_metadata
 from service.settings import Settings
 
 
-def _shape(metadata: dict[str, Any]) -> tuple[int, int]:
-    """Depth (the object itself is level 1) and keys at all levels, without recursion: the body parser allows
-    nesting far deeper than the Python stack would."""
-    depth, keys = 0, 0
+def _shape(metadata: dict[str, Any]) -> tuple[int, int, int]:
+    """Depth (the object itself is level 1), keys and values (everything that is not an object or a list: each
+    element of a list counts) at all levels, without recursion: the body parser allows nesting far deeper than
+    the Python stack would."""
+    depth, keys, values = 0, 0, 0
     stack: list[tuple[Any, int]] = [(metadata, 1)]
     while stack:
         value, level = stack.pop()
@@ -30,7 +31,9 @@ def _shape(metadata: dict[str, Any]) -> tuple[int, int]:
         elif isinstance(value, list):
             depth = max(depth, level)
             stack.extend((v, level + 1) for v in value)
-    return depth, keys
+        else:
+            values += 1
+    return depth, keys, values
 
 
 def metadata_problem(metadata: dict[str, Any] | None, settings: Settings) -> str | None:
@@ -38,11 +41,16 @@ def metadata_problem(metadata: dict[str, Any] | None, settings: Settings) -> str
     small and serialisable."""
     if not metadata:
         return None
-    depth, keys = _shape(metadata)
+    depth, keys, values = _shape(metadata)
     if depth > settings.max_metadata_depth:
         return f"metadata is nested {depth} levels deep; the limit is {settings.max_metadata_depth}"
     if keys > settings.max_metadata_keys:
         return f"metadata has {keys} keys; the limit is {settings.max_metadata_keys}"
+    if values > settings.max_metadata_values:
+        return (
+            f"metadata has {values} values (each element of a list counts); the limit is "
+            f"{settings.max_metadata_values} (VELA_MAX_METADATA_VALUES)"
+        )
     try:
         size = len(json.dumps(metadata, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode())
     except ValueError:

@@ -17,8 +17,9 @@ from collections.abc import Iterator
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from indexing import deadline
 from service import timing
-from service.errors import REQUEST_ID, ApiError, error_response, internal_error, shown
+from service.errors import REQUEST_ID, ApiError, error_response, internal_error, shown, timeout_message
 from service.server import ABORT_CONNECTION, ARRIVED, MAX_PARSED_URL, URI_TOO_LONG
 
 log = logging.getLogger("vela.service")
@@ -105,7 +106,10 @@ def request_guard(
             handler = error_response(414, "uri_too_long", message)
         # The handler runs as its own task so that the deadline can answer while it still runs: a search in the
         # thread pool cannot be interrupted, and cancelling it waits for the thread anyway.
-        task = asyncio.ensure_future(handler(scope, receive_counted, send_from_app))
+        # The engine's scans check the same deadline (indexing/deadline.py) and stop at it, so that no work goes on
+        # for a client that has had its 503; the task (and the threads it hands work to) copies it as it is made.
+        with deadline.until(time.monotonic() + timeout_s):
+            task = asyncio.ensure_future(handler(scope, receive_counted, send_from_app))
         try:
             done, _ = await asyncio.wait({task}, timeout=max(timeout_s - window_s, 0.0))
             if not done:  # the deadline's last window: what moved in it decides whether a transfer goes on
@@ -120,11 +124,7 @@ def request_guard(
             log.warning("request deadline passed", extra={"request_id": rid, "path": scope.get("path")})
             if not started:
                 answered = True
-                message = (
-                    f"the request took longer than {timeout_s:g} s (VELA_REQUEST_TIMEOUT_S): ask for less (smaller "
-                    "k, depth, batch); a transfer goes on past it only while it keeps moving"
-                )
-                await error_response(503, "timeout", message)(scope, receive, send_direct)
+                await error_response(503, "timeout", timeout_message(timeout_s))(scope, receive, send_direct)
             else:  # a response under way that stalled: drop the connection and what is buffered for it, now
                 abort = scope.get("extensions", {}).get(ABORT_CONNECTION)
                 if abort is not None:

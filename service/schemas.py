@@ -81,7 +81,7 @@ class Document(BaseModel):
     title: str | None = Field(None, max_length=10_000)
     metadata: dict[str, Any] | None = Field(
         None,
-        description="returned with every hit; bounded in depth, keys and JSON size (VELA_MAX_METADATA_*), "
+        description="returned with every hit; bounded in depth, keys, values and JSON size (VELA_MAX_METADATA_*), "
         "finite numbers only",
     )
 

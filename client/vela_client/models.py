@@ -171,6 +171,7 @@ class Limits(_Response):
     max_document_bytes: int
     max_metadata_bytes: int
     max_metadata_keys: int
+    max_metadata_values: int | None = None  # None from a server older than this limit
     max_metadata_depth: int
     max_batch_queries: int
     max_query_chars: int

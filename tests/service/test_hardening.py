@@ -245,6 +245,8 @@ def test_every_malformed_body_is_the_same_422(client: httpx.Client, raw: bytes, 
         (_nested(300), "nested 300 levels deep; the limit is 8"),
         ({"deep": [[[[[[[[1]]]]]]]]}, "nested 9 levels deep"),
         ({f"k{i}": i for i in range(21)}, "21 keys; the limit is 20"),
+        ({"v": list(range(4097))}, "4097 values (each element of a list counts); the limit is 4096"),
+        ({"a": {"b": [[0] * 2000, [None, "x"] * 1048], "c": True}}, "metadata has 4097 values"),
         ({"blob": "x" * 70_000}, "bytes as JSON; the limit is 65536"),
     ],
 )

@@ -180,3 +180,41 @@ def test_a_search_answer_the_client_does_not_read_is_reset_past_the_deadline(
                     got += len(chunk)
             assert got < length  # the rest was dropped, not sent
         assert client.get("/healthz").status_code == 200
+
+
+def test_the_engine_work_of_a_request_sees_its_deadline_and_stops_at_it() -> None:
+    # The request guard hands its deadline to the thread that runs the handler's engine work: a filter there
+    # stops once the deadline has passed (here it passes as the request starts: a deadline of 0 s) instead of
+    # running on for a client that has had its 503.
+    from indexing import deadline
+    from indexing.filters import parse_filter
+    from indexing.payload import Payload
+
+    stopped: list[bool] = []
+    node = parse_filter({"must_not": [{"key": "v", "range": {"lt": -1 - i}} for i in range(256)]})
+    assert node is not None
+
+    def engine_work() -> None:
+        try:
+            Payload([{"v": list(range(100))}] * 10).mask(node, {})
+            stopped.append(False)
+        except deadline.DeadlineExceeded:
+            stopped.append(True)
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        await asyncio.to_thread(engine_work)
+
+    guarded = request_guard(app, timeout_s=0.0)
+    asyncio.run(guarded(dict(SCOPE), _never, _drop))
+    assert stopped == [True]
+    engine_work()  # outside a request: no deadline, the whole filter runs
+    assert stopped == [True, False]
+
+
+async def _never() -> Message:
+    await asyncio.sleep(3600)
+    return {"type": "http.disconnect"}
+
+
+async def _drop(message: Message) -> None:
+    pass

@@ -28,6 +28,11 @@ class LimitsOut(BaseModel):
         ..., description="largest metadata of one document, as compact JSON (VELA_MAX_METADATA_BYTES)"
     )
     max_metadata_keys: int = Field(..., description="most keys in one document's metadata (VELA_MAX_METADATA_KEYS)")
+    max_metadata_values: int = Field(
+        ...,
+        description="most values in one document's metadata, each element of a list counting "
+        "(VELA_MAX_METADATA_VALUES)",
+    )
     max_metadata_depth: int = Field(..., description="deepest nesting of a document's metadata")
     max_batch_queries: int = Field(..., description="most queries in one POST /search/batch (VELA_MAX_BATCH_QUERIES)")
     max_query_chars: int = Field(..., description="characters of all the queries of one request")
@@ -56,6 +61,7 @@ def get_limits(state: State) -> LimitsOut:
         max_document_bytes=s.max_document_bytes,
         max_metadata_bytes=s.max_metadata_bytes,
         max_metadata_keys=s.max_metadata_keys,
+        max_metadata_values=s.max_metadata_values,
         max_metadata_depth=s.max_metadata_depth,
         max_batch_queries=s.max_batch_queries,
         max_query_chars=s.max_query_chars,

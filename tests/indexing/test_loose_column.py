@@ -1,0 +1,109 @@
+"""Undeclared fields through their columns (indexing/loose_column.py) answer every condition exactly as the scan
+of one document's metadata (indexing/filter_match.py `matches`) does: values of every type, lists, nulls, nested
+objects, integers past int64 and floats past 2**53, datetimes; and a filter stops once its deadline has passed."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from indexing import deadline
+from indexing.filter_match import matches
+from indexing.filters import parse_filter
+from indexing.payload import Payload
+
+HUGE = 10**400
+NUMBERS: list[Any] = [
+    *(0, 1, 2, 3, -7, 2**53, 2**53 + 1, 2**63 - 1, -(2**63), 2**63, 2**64, -(2**64), HUGE, -HUGE),
+    *(0.0, -0.0, 0.5, 1.0, 2.5, 3.0, float(2**53), 9.3e18, 1.8446744073709552e19, 1e308, -1e308),
+]
+STRINGS = ["a", "b", "", "2024-01-01", "2024-01-01T00:00:00Z", "2024-06-30T12:00:00+02:00", "9999-12-31", "x" * 70]
+scalars = st.one_of(st.sampled_from(NUMBERS), st.integers(-5, 5), st.booleans(), st.sampled_from(STRINGS))
+values = st.one_of(
+    st.none(),
+    scalars,
+    st.lists(st.one_of(st.none(), scalars, st.just({"k": 1}), st.just([1, "a"])), max_size=5),
+    st.just({"nested": 1}),
+)
+metadata = st.dictionaries(st.sampled_from(["v", "w"]), values, max_size=2)
+bound = st.one_of(st.sampled_from(NUMBERS[:-2]), st.integers(-5, 5), st.sampled_from(STRINGS[:7]))
+condition = st.one_of(
+    st.builds(lambda v: {"key": "v", "match": {"value": v}}, scalars),
+    st.builds(lambda vs: {"key": "v", "match": {"any": vs}}, st.lists(scalars, min_size=1, max_size=4)),
+    st.builds(lambda op, b: {"key": "v", "range": {op: b}}, st.sampled_from(["gt", "gte", "lt", "lte"]), bound),
+    st.builds(lambda lo, hi: {"key": "v", "range": {"gte": lo, "lt": hi}}, bound, bound),
+    st.just({"exists": {"key": "v"}}),
+    st.just({"is_null": {"key": "v"}}),
+    st.just({"key": "absent", "match": {"value": 1}}),
+)
+
+
+def _parse(raw: dict[str, Any]) -> Any:
+    try:
+        return parse_filter(raw)
+    except ValueError:  # a range mixing datetime and number bounds: refused, nothing to compare
+        return None
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=st.lists(metadata, min_size=1, max_size=8), raws=st.lists(condition, min_size=1, max_size=3))
+def test_an_undeclared_field_answers_as_the_scan_does(rows: list[dict[str, Any]], raws: list[dict[str, Any]]) -> None:
+    shared = [rows[i % len(rows)] for i in range(len(rows) * 2)]  # rows of one document share one dict
+    p = Payload(shared)
+    for raw in [*raws, {"must_not": raws}, {"should": raws}]:
+        node = _parse(raw)
+        if node is None:
+            continue
+        want = [matches(node, md) for md in shared]
+        assert p.mask(node, {}).tolist() == want, raw
+
+
+def test_numbers_compare_exactly_across_ints_floats_and_huge_integers() -> None:
+    rows: list[dict[str, Any]] = [{"v": x} for x in NUMBERS] + [{"v": [True, "3", 3.0]}, {"v": None}, {}]
+    p = Payload(rows)
+    for b in NUMBERS:
+        for raw in (
+            {"key": "v", "match": {"value": b}},
+            *({"key": "v", "range": {op: b}} for op in ("gt", "gte", "lt", "lte")),
+            *({"key": "v", "range": {"gt": b, "lte": hi}} for hi in NUMBERS),
+        ):
+            node = parse_filter(raw)
+            assert node is not None
+            assert p.mask(node, {}).tolist() == [matches(node, md) for md in rows], raw
+
+
+def test_a_column_is_made_once_per_field_and_only_for_fields_the_segment_holds() -> None:
+    p = Payload([{"v": list(range(100))}, {"w": "a"}])
+    for raw in ({"key": "v", "range": {"lt": 5}}, {"key": "v", "match": {"value": 7}}, {"exists": {"key": "nope"}}):
+        node = parse_filter(raw)
+        assert node is not None
+        p.mask(node, {})
+    assert set(p.loose) == {"v"}  # a field no document holds is answered without a column (or memory)
+    assert p.loose["v"].ints.values.shape == (100,)
+
+
+def test_a_filter_stops_when_its_deadline_has_passed() -> None:
+    p = Payload([{"v": [1, 2, 3]}, {"v": 9}])
+    node = parse_filter({"must_not": [{"key": "v", "range": {"lt": -i}} for i in range(8)]})
+    assert node is not None
+    with deadline.until(time.monotonic() - 1), pytest.raises(deadline.DeadlineExceeded):
+        p.mask(node, {})
+    assert not p.loose  # stopped before any column was made
+    with deadline.until(None):
+        assert p.mask(node, {}).tolist() == [True, True]
+    deadline.check()  # outside a request: no deadline
+
+
+def test_building_a_large_column_checks_the_deadline() -> None:
+    from indexing.loose_column import CHECK_EVERY, LooseColumn
+
+    calls: list[int] = []
+    LooseColumn.build([{"v": i} for i in range(3 * CHECK_EVERY)], "v", lambda: calls.append(1))
+    assert len(calls) == 3
+    col = LooseColumn.build([{"v": i} for i in range(10)], "v")
+    assert np.array_equal(col.ints.values, np.arange(10))
