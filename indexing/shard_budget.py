@@ -13,6 +13,7 @@ from dataclasses import dataclass
 FDS_PER_SHARD = 48
 MAX_SHARDS_PER_COLLECTION = 64  # a new collection's shards (one that was made with more before is still read)
 FDS_RESERVED = 256  # beside the sockets: the job store, models, logs, pipes, uploads being written
+MIN_SHARD_CAP = 16  # what a low open-files limit still allows (typically about 10 files a shard: see above)
 
 
 class ShardLimitExceeded(ValueError):
@@ -33,9 +34,11 @@ def shards_the_limit_holds(open_files: int, sockets: int) -> int:
 
 
 def shard_cap(setting: int, setting_name: str, open_files: int | None, sockets: int) -> ShardCap:
-    """The lower of the setting and what the open-files limit holds (where the platform has one)."""
+    """The lower of the setting and what the open-files limit holds (where the platform has one), but never below
+    MIN_SHARD_CAP: the budget is the worst case (every connection open, every shard at its most segments), and a
+    host whose hard limit is a few thousand should still serve a few collections, not refuse the first one."""
     if open_files is not None:
-        held = shards_the_limit_holds(open_files, sockets)
+        held = max(shards_the_limit_holds(open_files, sockets), min(setting, MIN_SHARD_CAP))
         if held < setting:
             return ShardCap(held, f"what this process's open-files limit of {open_files} holds (RLIMIT_NOFILE)")
     return ShardCap(setting, setting_name)

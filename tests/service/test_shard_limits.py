@@ -8,7 +8,7 @@ import errno
 import json
 from pathlib import Path
 
-from indexing.shard_budget import FDS_PER_SHARD, FDS_RESERVED, MAX_SHARDS_PER_COLLECTION, shard_cap
+from indexing.shard_budget import FDS_PER_SHARD, FDS_RESERVED, MAX_SHARDS_PER_COLLECTION, MIN_SHARD_CAP, shard_cap
 from service.errors import internal_error
 from tests.service.conftest import error_body, running_app, wait_job
 
@@ -62,7 +62,8 @@ def test_the_cap_is_lowered_to_what_the_open_files_limit_holds() -> None:
     fitting = shard_cap(1024, "VELA_MAX_SHARDS", 20_000, sockets)
     assert fitting.limit == (20_000 - sockets - FDS_RESERVED) // FDS_PER_SHARD
     assert "open-files limit of 20000" in fitting.source
-    assert shard_cap(1024, "VELA_MAX_SHARDS", 1024, sockets).limit == 0  # new collections refused, nothing else
+    assert shard_cap(1024, "VELA_MAX_SHARDS", 1024, sockets).limit == MIN_SHARD_CAP  # the worst case: a floor
+    assert shard_cap(4, "VELA_MAX_SHARDS", 1024, sockets).limit == 4  # the setting below the floor holds
     assert shard_cap(1024, "VELA_MAX_SHARDS", None, sockets).limit == 1024  # a platform without the limit
 
 
