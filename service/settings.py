@@ -71,6 +71,9 @@ class Settings(IndexingSettings):
     max_metadata_keys: int = Field(1_000, ge=1, description="most keys in one document's metadata, at all levels")
     # Work of one search request: checked before any is done (413 naming the limit).
     max_search_hits: int = Field(25_600, ge=1, description="(k + offset) x queries of one search request")
+    max_highlight_hits: int = Field(
+        10_000, ge=1, description="(k + offset) x queries of one search request that asks for highlights"
+    )
     max_search_depth: int = Field(256_000, ge=1, description="depth x queries of one search request")
     max_query_chars: int = Field(262_144, ge=1, description="characters of all queries of one request")
     max_response_bytes: int = Field(

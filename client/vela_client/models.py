@@ -177,6 +177,7 @@ class Limits(_Response):
     max_search_hits: int
     max_search_depth: int
     max_response_bytes: int
+    max_highlight_hits: int | None = None  # None: a server from before the limit
 
 
 class Alias(_Response):
