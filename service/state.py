@@ -20,6 +20,7 @@ from models import EmbedderCache
 from models.device import resolve_device, resolve_precision
 from models.reranker import RerankerCache
 from service.batching import QueryEncoders
+from service.capacity import admission
 from service.metrics import Metrics
 from service.settings import Settings
 
@@ -47,6 +48,7 @@ def build_state(settings: Settings) -> AppState:
     data_dir = settings.data_dir.expanduser().resolve()
     collections = CollectionStore(data_dir)
     jobs = JobStore(data_dir / "jobs.sqlite3", retention_s=settings.jobs_retention_s())
+    admission(settings, jobs)  # no job is queued while the disk is nearly full or the queue is (service/capacity.py)
     embedders = EmbedderCache(device=device, precision=precision, encoder=settings.encoder)
 
     def run(job_id: str) -> object:
