@@ -256,7 +256,7 @@ class JobStore:
                 *UNFINISHED,
             ),
         )
-        if cur.rowcount == 1 and keep == "NULL":
+        if cur.rowcount == 1:  # a dropped payload's pages, or a kept one's old copy (an update rewrites the row)
             self.give_back_space()
         return cur.rowcount == 1
 
