@@ -86,10 +86,19 @@ class JobStore:
             self._local.conn = conn
         return conn
 
-    def create(self, *, collection: str, kind: JobKind, payload: list[Any], running_in: str | None = None) -> Job:
+    def create(
+        self,
+        *,
+        collection: str,
+        kind: JobKind,
+        payload: list[Any],
+        running_in: str | None = None,
+        follow_up: bool = False,
+    ) -> Job:
         """A queued job; with `running_in`, one recorded as already running there (a CLI that runs its own job:
-        no server's runner then takes it for one a crash left behind)."""
-        if running_in is None and self.admit is not None:
+        no server's runner then takes it for one a crash left behind). `follow_up`: one a running job queues (a
+        context refresh), never refused by `admit`: the job that needs it was taken already."""
+        if running_in is None and not follow_up and self.admit is not None:
             self.admit()
         job_id = uuid.uuid4().hex
         self._conn().execute(*self._insert(job_id, collection, kind, payload, running_in))
