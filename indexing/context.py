@@ -176,6 +176,6 @@ def queue_context_refresh(jobs: JobStore, coll: Collection) -> str | None:
         "embedder_name": pointer.name_of(pointer.current) or "",
         "reason": CONTEXT_REFRESH,
     }
-    job = jobs.create(collection=coll.name, kind=JobKind.REINDEX, payload=[spec])
+    job = jobs.create(collection=coll.name, kind=JobKind.REINDEX, payload=[spec], follow_up=True)
     log.info("corpus drifted: context refresh queued", extra={"collection": coll.name, "job_id": job.id})
     return job.id

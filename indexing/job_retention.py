@@ -10,6 +10,8 @@ from collections.abc import Callable
 from indexing.job_types import TERMINAL
 
 PURGE_EVERY_S = 600.0  # how often, at most, a process deletes the finished jobs past the retention
+# Freed pages past this (payloads dropped as jobs end or are cancelled) are given back to the file system.
+FREE_PAGES_KEPT_BYTES = 16 * 1024 * 1024
 
 
 def purge_finished(conn: sqlite3.Connection, older_than_s: float) -> int:
@@ -40,3 +42,17 @@ class JobRetention:
             return
         self.next_purge = time.monotonic() + PURGE_EVERY_S
         purge_finished(self._conn(), self.retention_s)
+
+
+def give_back_space(conn: sqlite3.Connection) -> None:
+    """Give the pages freed by dropped payloads back to the file system, past FREE_PAGES_KEPT_BYTES, and cut the
+    write-ahead log back: a queued job holds its documents (tens of megabytes), dropped when it ends or is
+    cancelled. Only a store made with incremental auto-vacuum shrinks (job_schema.init_schema); an older one
+    reuses its free pages for new jobs. Best effort: a busy database is left for the next time."""
+    try:
+        free = conn.execute("PRAGMA freelist_count").fetchone()[0] * conn.execute("PRAGMA page_size").fetchone()[0]
+        if free > FREE_PAGES_KEPT_BYTES:
+            conn.executescript("PRAGMA incremental_vacuum;")  # a page per step: executescript steps to the end
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    except sqlite3.OperationalError:
+        pass

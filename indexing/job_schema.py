@@ -35,6 +35,13 @@ CREATE INDEX IF NOT EXISTS jobs_created ON jobs(created_at, id);
 
 
 def init_schema(conn: sqlite3.Connection) -> None:
+    # A new store gives the pages of dropped payloads back to the file system (JobStore.give_back_space). The mode
+    # of a database that has pages takes a VACUUM to change: done while it is empty (an older store, with its
+    # jobs, keeps reusing its free pages instead).
+    new = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'jobs'").fetchone() is None
+    if new and conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 0:
+        conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
+        conn.execute("VACUUM")
     conn.executescript(SCHEMA)
     columns = {row[1] for row in conn.execute("PRAGMA table_info(jobs)")}
     if "worker" not in columns:  # a jobs table from before workers had names

@@ -10,6 +10,7 @@ import sqlite3
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from indexing import job_lookups as lookups
 from indexing.job_counts import JobCounts
 from indexing.job_leases import JobLeases
 from indexing.job_lookups import UNFINISHED
-from indexing.job_retention import JobRetention
+from indexing.job_retention import JobRetention, give_back_space
 from indexing.job_schema import JOB_COLUMNS as _JOB_COLUMNS
 from indexing.job_schema import init_schema, select_listing
 from indexing.job_schema import job_of_row as _job
@@ -55,10 +56,19 @@ __all__ = [
 
 log = logging.getLogger("vela.jobs")
 
+# The write-ahead log is cut back to this size after each checkpoint: a queued job of tens of megabytes passes
+# through it, and SQLite otherwise keeps the file at its largest size for ever.
+WAL_SIZE_LIMIT = 16 * 1024 * 1024
+
 
 class JobStore:
     """`retention_s`: finished jobs older than this are deleted (None: kept for ever; indexing/job_retention.py).
-    `lease_s`: the jobs this store starts are leased for that long, renewed as they run (indexing/job_leases.py)."""
+    `lease_s`: the jobs this store starts are leased for that long, renewed as they run (indexing/job_leases.py).
+    `admit`: called before a job is queued (made, or retried) and raises to refuse it; the API's refuses one while
+    the disk is nearly full or too many jobs wait (service/capacity.py). A job made running (`running_in`) is not
+    asked about: its caller runs it at once."""
+
+    admit: Callable[[], None] | None = None
 
     def __init__(self, path: Path, retention_s: float | None = None, lease_s: float | None = None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -72,12 +82,24 @@ class JobStore:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             conn = connect_sqlite(self.path)
+            conn.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
             self._local.conn = conn
         return conn
 
-    def create(self, *, collection: str, kind: JobKind, payload: list[Any], running_in: str | None = None) -> Job:
+    def create(
+        self,
+        *,
+        collection: str,
+        kind: JobKind,
+        payload: list[Any],
+        running_in: str | None = None,
+        follow_up: bool = False,
+    ) -> Job:
         """A queued job; with `running_in`, one recorded as already running there (a CLI that runs its own job:
-        no server's runner then takes it for one a crash left behind)."""
+        no server's runner then takes it for one a crash left behind). `follow_up`: one a running job queues (a
+        context refresh), never refused by `admit`: the job that needs it was taken already."""
+        if running_in is None and not follow_up and self.admit is not None:
+            self.admit()
         job_id = uuid.uuid4().hex
         self._conn().execute(*self._insert(job_id, collection, kind, payload, running_in))
         self.retention.now_and_then()
@@ -95,6 +117,8 @@ class JobStore:
         """Create the job (as `create` does) unless a job of one of `kinds` on the collection is queued or running:
         then that job's id. One transaction, so that of two requests sent together (from any processes) only one
         gets a job."""
+        if running_in is None and self.admit is not None:
+            self.admit()
         conn = self._conn()
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -138,6 +162,16 @@ class JobStore:
         status = JobStatus.QUEUED if running_in is None else JobStatus.RUNNING
         started = None if running_in is None else now
         return sql, (job_id, collection, kind.value, status.value, len(payload), body, now, started, running_in)
+
+    def unfinished_count(self) -> int:
+        """Jobs queued or running (a count over the status index, never the rows and their payloads)."""
+        marks = ",".join("?" * len(UNFINISHED))
+        row = self._conn().execute(f"SELECT COUNT(*) FROM jobs WHERE status IN ({marks})", UNFINISHED).fetchone()
+        return int(row[0])
+
+    def give_back_space(self) -> None:
+        """Hand the pages of dropped payloads back to the file system (job_retention.give_back_space)."""
+        give_back_space(self._conn())
 
     def queued(self) -> set[str]:
         """Jobs waiting for a runner."""
@@ -231,6 +265,8 @@ class JobStore:
                 *UNFINISHED,
             ),
         )
+        if cur.rowcount == 1:  # a dropped payload's pages, or a kept one's old copy (an update rewrites the row)
+            self.give_back_space()
         return cur.rowcount == 1
 
     def fail_if_queued(self, job_id: str, error: str) -> bool:
@@ -244,6 +280,8 @@ class JobStore:
     def requeue(self, job_id: str) -> Job:
         """Queue a failed job again; JobNotRetryable unless it failed. Its error and start time are cleared (a
         queued job has neither: the earlier run's error is in the server's log), its attempts counted on."""
+        if self.admit is not None and self.get(job_id).status == JobStatus.FAILED:
+            self.admit()
         cur = self._conn().execute(
             "UPDATE jobs SET status = ?, done = 0, started_at = NULL, finished_at = NULL, cancel_requested = 0, "
             "error = NULL "
@@ -272,6 +310,7 @@ class JobStore:
         except BaseException:
             rollback(conn)
             raise
+        self.give_back_space()
         return self.get(job_id)
 
     def worker(self, job_id: str) -> str | None:

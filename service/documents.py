@@ -11,6 +11,7 @@ from indexing.collection import Collection, CollectionConflict, CollectionSettin
 from indexing.jobs import Job, JobKind
 from indexing.metadata_fit import first_misfit
 from indexing.queue import QueueUnavailable
+from service.capacity import check_room
 from service.model_registry import UnusableModel, public_model_name, request_model
 from service.state import AppState
 
@@ -129,6 +130,8 @@ def submit_upsert(
     if schema is not None:  # the request's own schema first: a refused request makes no collection
         check_metadata_types(schema=schema, documents=documents)
     new = not state.collections.exists(collection)
+    if new:  # refused before the collection is made (the job store checks again as it queues the job)
+        check_room(state.settings, state.jobs)
     coll = get_or_create_collection(state=state, name=collection, embedder=embedder, shards=shards, schema=schema)
     check_metadata_types(schema=coll.settings.schema, documents=documents)
     job = state.jobs.create(collection=collection, kind=JobKind.UPSERT, payload=documents)

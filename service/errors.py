@@ -35,6 +35,7 @@ STATUS_CODES = {
     422: "invalid_request",
     500: "internal",
     503: "unavailable",
+    507: "insufficient_storage",
 }
 
 

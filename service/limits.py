@@ -68,8 +68,9 @@ def check_metadata(documents: list[Any], settings: Settings) -> None:
             raise ApiError(422, "invalid_request", f"documents.{i}.metadata ({doc.id!r}): {problem}")
 
 
-def check_search_work(settings: Settings, *, queries: list[str], k: int, depth: int) -> None:
-    """Bounds the work of one request before any is done: hits to return, list depth to fuse, query text."""
+def check_search_work(settings: Settings, *, queries: list[str], k: int, depth: int, highlight: bool = False) -> None:
+    """Bounds the work of one request before any is done: hits to return (fewer when each is highlighted: every
+    hit's text is gone through again, and its spans add to the body), list depth to fuse, query text."""
     n = len(queries)
     if n > settings.max_batch_queries:
         raise ApiError(
@@ -81,6 +82,13 @@ def check_search_work(settings: Settings, *, queries: list[str], k: int, depth: 
             "payload_too_large",
             f"hits to rank, (k + offset) x queries, is {k * n}; the limit is {settings.max_search_hits} "
             "(VELA_MAX_SEARCH_HITS): lower k or offset, or split the batch",
+        )
+    if highlight and k * n > settings.max_highlight_hits:
+        raise ApiError(
+            413,
+            "payload_too_large",
+            f"hits to highlight, (k + offset) x queries, is {k * n}; the limit is {settings.max_highlight_hits} "
+            "(VELA_MAX_HIGHLIGHT_HITS): lower k or offset, split the batch, or leave highlight off",
         )
     if depth * n > settings.max_search_depth:
         raise ApiError(

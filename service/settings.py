@@ -80,12 +80,25 @@ class Settings(IndexingSettings):
     )
     # Work of one search request: checked before any is done (413 naming the limit).
     max_search_hits: int = Field(25_600, ge=1, description="(k + offset) x queries of one search request")
+    max_highlight_hits: int = Field(
+        10_000, ge=1, description="(k + offset) x queries of one search request that asks for highlights"
+    )
     max_search_depth: int = Field(256_000, ge=1, description="depth x queries of one search request")
     max_query_chars: int = Field(262_144, ge=1, description="characters of all queries of one request")
     max_response_bytes: int = Field(
         64 * 1024 * 1024,
         ge=1024,
         description="largest response body in UTF-8 bytes: search, one document, a scroll page",
+    )
+    # Room for new work (service/capacity.py): a job is refused before anything of it is stored.
+    min_free_disk_mb: int = Field(
+        1024, ge=0, description="writes, snapshots and restores get 507 while the data disk has less free; 0: off"
+    )
+    min_free_disk_percent: float = Field(
+        0.0, ge=0, lt=100, description="the same floor as a share of the disk's size (the higher applies); 0: off"
+    )
+    max_queued_jobs: int = Field(
+        1000, ge=1, description="jobs queued or running; a new one gets 503 queue_full with Retry-After beyond"
     )
     request_timeout_s: float = Field(60.0, gt=0, description="deadline of one request; past it the client gets 503")
     # Slow or incomplete clients: they must not hold connections open.

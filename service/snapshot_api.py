@@ -27,6 +27,7 @@ from indexing.snapshot_format import (
     read_manifest,
 )
 from indexing.snapshot_restore import restored_by
+from service.capacity import check_disk
 from service.model_registry import (
     ModelKindMismatch,
     UnknownModelName,
@@ -68,6 +69,7 @@ def snapshot_owners(*, state: AppState, collection: str) -> list[str]:
 def submit_snapshot(*, state: AppState, collection: str) -> Job:
     """Queue a snapshot of the collection's serving generation. CollectionNotFound before anything is queued."""
     coll = state.collections.get(collection)  # an alias's target, recorded as it is now
+    check_disk(state.settings, [snapshots_root(state.settings)])  # the folder may be on a disk of its own
     stored = coll.settings.embedder
     spec = {
         "collection": coll.name,

@@ -19,6 +19,7 @@ from anyio import to_thread
 from indexing.collection import validate_name
 from indexing.jobs import Job, JobKind, JobNotFound
 from indexing.snapshot_format import read_manifest
+from service.capacity import check_room
 from service.snapshot_api import check_new_name, earlier_restore, queue_restore, restore_model, snapshots_root
 from service.state import AppState
 from velaio.files import from_data_dir, in_data_dir
@@ -84,6 +85,8 @@ async def submit_upload(*, state: AppState, into: str, body: AsyncIterator[bytes
     if (same := earlier_restore(state=state, into=into, sha256=sha256)) is not None:
         return same
     check_new_name(state=state, into=into)
+    # Refused before a byte is stored: the tar lands in the snapshots folder, the restore in the data directory.
+    await to_thread.run_sync(check_room, state.settings, state.jobs, [snapshots_root(state.settings)])
     folder = snapshots_root(state.settings) / UPLOADS
     folder.mkdir(parents=True, exist_ok=True)
     await to_thread.run_sync(_sweep_uploads, folder, state)

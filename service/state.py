@@ -21,6 +21,7 @@ from models import EmbedderCache
 from models.device import resolve_device, resolve_precision
 from models.reranker import RerankerCache
 from service.batching import QueryEncoders
+from service.capacity import admission
 from service.metrics import Metrics
 from service.settings import Settings
 from velaio.open_files import open_files_limit, raise_open_files_limit
@@ -53,6 +54,7 @@ def build_state(settings: Settings) -> AppState:
     open_files = raise_open_files_limit()
     collections.shard_cap = shard_cap(settings.max_shards, "VELA_MAX_SHARDS", open_files, settings.max_connections)
     jobs = JobStore(data_dir / "jobs.sqlite3", retention_s=settings.jobs_retention_s())
+    admission(settings, jobs)  # no job is queued while the disk is nearly full or the queue is (service/capacity.py)
     embedders = EmbedderCache(device=device, precision=precision, encoder=settings.encoder)
 
     def run(job_id: str) -> object:

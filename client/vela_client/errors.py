@@ -29,6 +29,7 @@ _STATUS_CODES = {
     431: "headers_too_large",
     500: "internal",
     503: "unavailable",
+    507: "insufficient_storage",
 }
 
 
@@ -99,6 +100,11 @@ class Unavailable(VelaError):
     """503: the server is starting, overloaded or ran past its deadline (still raised after the retries)."""
 
 
+class InsufficientStorage(VelaError):
+    """507: the server's data disk is nearly full; writes, snapshots and restores are refused until its operator
+    frees space (searches go on). Not retried: waiting does not free the disk."""
+
+
 class ConnectionFailed(VelaError):
     """No response: the connection could not be made or broke (still raised after the retries)."""
 
@@ -148,6 +154,7 @@ _BY_STATUS: dict[int, type[VelaError]] = {
     422: InvalidRequest,
     431: PayloadTooLarge,
     503: Unavailable,
+    507: InsufficientStorage,
 }
 
 

@@ -182,6 +182,7 @@ class Limits(_Response):
     max_shards_per_collection: int | None = None
     max_shards: int | None = None
     shards: int | None = None
+    max_highlight_hits: int | None = None  # None: a server from before the limit
 
 
 class Alias(_Response):

@@ -59,3 +59,20 @@ def test_retention_zero_keeps_every_job_and_the_default_is_a_week(tmp_path: Path
     _age(store, job.id, 10 * 365 * 86_400)
     store.create(collection="c", kind=JobKind.UPSERT, payload=[])
     assert store.get(job.id).status == JobStatus.SUCCEEDED
+
+
+def test_dropped_payloads_give_their_space_back_and_a_failed_job_keeps_its(tmp_path: Path) -> None:
+    """Tens of megabytes of queued documents leave the file (and its write-ahead log) when the job is cancelled or
+    ends; a failed job keeps its payload, for a retry."""
+    store = JobStore(tmp_path / "jobs.sqlite3")
+    big = ["x" * 3000] * 10_000  # ~30 MB as JSON, as a 10,000-document batch of 3 KB texts
+    ids = [store.create(collection="c", kind=JobKind.UPSERT, payload=big).id for _ in range(3)]
+    assert (tmp_path / "jobs.sqlite3").stat().st_size > 80 * 2**20
+    store.request_cancel(ids[0])
+    store.start(ids[1])
+    store.finish(ids[1], JobStatus.SUCCEEDED)
+    store.start(ids[2])
+    store.finish(ids[2], JobStatus.FAILED, "disk full")
+    assert store.payload(ids[2]) == big
+    assert (tmp_path / "jobs.sqlite3").stat().st_size < 40 * 2**20
+    assert (tmp_path / "jobs.sqlite3-wal").stat().st_size <= 16 * 2**20

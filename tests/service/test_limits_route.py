@@ -53,3 +53,20 @@ def test_a_json_limit_above_the_request_limit_reports_the_lower(tmp_path: Path, 
     settings = {"embedder": str(tiny_embedder_dir), "max_request_bytes": 2048, "max_json_bytes": 1 << 20}
     with running_app(tmp_path, **settings) as (client, _):
         assert client.get("/limits").json()["max_json_bytes"] == 2048
+
+
+def test_highlighted_hits_have_a_lower_bound_reported_in_limits(tmp_path: Path, tiny_embedder_dir: Path) -> None:
+    """(k + offset) x queries is bounded by VELA_MAX_HIGHLIGHT_HITS when highlights are asked for, refused (413)
+    before any search runs; the same request without highlights is taken."""
+    with running_app(tmp_path, embedder=str(tiny_embedder_dir), max_highlight_hits=5) as (client, _):
+        assert client.get("/limits").json()["max_highlight_hits"] == 5
+        r = client.post("/index", json={"collection": "h", "documents": [{"id": "a", "text": "moon tides"}]})
+        assert wait_job(client, r.json()["job_id"])["status"] == "succeeded"
+        body = {"collection": "h", "queries": ["moon", "tides"], "k": 2, "offset": 1, "mode": "bm25"}
+        over = client.post("/search/batch", json={**body, "highlight": True})
+        assert over.status_code == 413 and over.json()["error"]["code"] == "payload_too_large"
+        assert over.json()["error"]["message"].startswith("hits to highlight, (k + offset) x queries, is 6; the limit")
+        assert "VELA_MAX_HIGHLIGHT_HITS" in over.json()["error"]["message"]
+        one = client.post("/search", json={"collection": "h", "query": "moon", "k": 5, "highlight": True})
+        assert one.status_code == 200 and one.json()["hits"][0]["highlights"] == [[0, 4]]
+        assert client.post("/search/batch", json=body).status_code == 200

@@ -4,6 +4,7 @@ same body, byte for byte, as serialising the response models directly gives."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import dataclasses
 import tracemalloc
@@ -240,3 +241,29 @@ def test_the_refusal_costs_far_less_memory_than_the_body(
     size = _refused(r)
     assert would_be < size < would_be * 1.05 and built == []
     assert peak < would_be / 20, f"{peak} bytes at peak for a {size}-byte refusal"
+
+
+def test_a_search_response_is_built_and_serialised_off_the_event_loop(
+    tight: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Building and serialising tens of megabytes of hits takes seconds: on a worker thread, where no event loop
+    runs, so that the process goes on answering other requests meanwhile (searches and /recommend alike)."""
+    on_loop: list[bool] = []
+
+    def spy(name: str, real: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:
+                asyncio.get_running_loop()
+                on_loop.append(True)
+            except RuntimeError:
+                on_loop.append(False)
+            return real(*args, **kwargs)
+
+        return wrapper
+
+    for name in ("_check_estimate", "_to_response", "_bounded"):
+        monkeypatch.setattr(search_routes, name, spy(name, getattr(search_routes, name)))
+    one = {"collection": "fat", "k": 2, "mode": "bm25"}
+    assert tight.post("/search", json={**one, "query": "sea"}).status_code == 200
+    assert tight.post("/search/batch", json={**one, "queries": ["sea", "moon"]}).status_code == 200
+    assert len(on_loop) == 3 + 4 and not any(on_loop)

@@ -37,6 +37,9 @@ class LimitsOut(BaseModel):
     max_batch_queries: int = Field(..., description="most queries in one POST /search/batch (VELA_MAX_BATCH_QUERIES)")
     max_query_chars: int = Field(..., description="characters of all the queries of one request")
     max_search_hits: int = Field(..., description="(k + offset) x queries of one search request")
+    max_highlight_hits: int = Field(
+        ..., description="(k + offset) x queries of one search request with highlight (VELA_MAX_HIGHLIGHT_HITS)"
+    )
     max_search_depth: int = Field(..., description="depth x queries of one search request")
     max_response_bytes: int = Field(..., description="largest response body, in bytes (VELA_MAX_RESPONSE_BYTES)")
     max_shards_per_collection: int = Field(..., description="most shards of a new collection (POST /index shards)")
@@ -66,6 +69,7 @@ def get_limits(state: State) -> LimitsOut:
         max_batch_queries=s.max_batch_queries,
         max_query_chars=s.max_query_chars,
         max_search_hits=s.max_search_hits,
+        max_highlight_hits=s.max_highlight_hits,
         max_search_depth=s.max_search_depth,
         max_response_bytes=s.max_response_bytes,
         max_shards_per_collection=MAX_SHARDS_PER_COLLECTION,

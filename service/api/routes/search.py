@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -47,6 +47,16 @@ def _bounded(state: AppState, response: SearchResponse | BatchSearchResponse) ->
     body = response.__pydantic_serializer__.to_json(response)  # model_dump_json's bytes, without a str copy first
     check_response_size(state.settings, len(body))
     return Response(body, media_type="application/json")
+
+
+async def _respond(build: Callable[[], SearchResponse | BatchSearchResponse], state: AppState) -> Response:
+    """The body, estimated, built and serialised on a worker thread: tens of megabytes of hits take seconds of CPU,
+    during which the event loop must go on answering other requests (a health check, a small search)."""
+
+    def respond() -> Response:
+        return _bounded(state, build())
+
+    return await run_in_threadpool(respond)
 
 
 def _check_estimate(state: AppState, results: Sequence[SearchResult], *, batch: bool) -> None:
@@ -167,27 +177,33 @@ async def _run(state: AppState, opts: SearchOptions, queries: list[str]) -> list
 async def search(body: SearchRequest, state: State) -> Response:
     """Dense, BM25 or hybrid search over one collection. Hybrid fuses the two lists as the collection's stored
     choice says (RRF until one is chosen; GET /collections/{name} shows it), or as the request's `fusion` says."""
-    check_search_work(state.settings, queries=[body.query], k=body.k + body.offset, depth=body.depth)
+    k = body.k + body.offset
+    check_search_work(state.settings, queries=[body.query], k=k, depth=body.depth, highlight=body.highlight)
     (result,) = await _run(state, body, [body.query])
-    _check_estimate(state, [result], batch=False)
-    return _bounded(state, _to_response(result))
+
+    def build() -> SearchResponse:
+        _check_estimate(state, [result], batch=False)
+        return _to_response(result)
+
+    return await _respond(build, state)
 
 
 @router.post("/batch", response_model=BatchSearchResponse, responses=ERRORS)
 async def search_many(body: BatchSearchRequest, state: State) -> Response:
     """Many queries with the same options, in one encoder batch. The work of one request is bounded: queries,
-    k x queries, depth x queries and query characters (413 names the limit)."""
-    check_search_work(state.settings, queries=body.queries, k=body.k + body.offset, depth=body.depth)
+    k x queries (fewer with highlight), depth x queries and query characters (413 names the limit)."""
+    k = body.k + body.offset
+    check_search_work(state.settings, queries=body.queries, k=k, depth=body.depth, highlight=body.highlight)
     start = time.perf_counter()
     results = await _run(state, body, body.queries)
-    _check_estimate(state, results, batch=True)
-    cleaned: dict[int, dict[str, Any]] = {}  # id() of a hit's metadata -> it, safe: objects in `results` meanwhile
-    return _bounded(
-        state,
-        BatchSearchResponse(
-            results=[_to_response(r, cleaned) for r in results], took_ms=(time.perf_counter() - start) * 1000.0
-        ),
-    )
+
+    def build() -> BatchSearchResponse:
+        _check_estimate(state, results, batch=True)
+        cleaned: dict[int, dict[str, Any]] = {}  # id() of a hit's metadata -> it, safe: objects in `results` meanwhile
+        responses = [_to_response(r, cleaned) for r in results]
+        return BatchSearchResponse(results=responses, took_ms=(time.perf_counter() - start) * 1000.0)
+
+    return await _respond(build, state)
 
 
 recommend_router = APIRouter(prefix="/recommend", tags=["search"], route_class=JsonRoute)
@@ -218,5 +234,9 @@ async def recommend_documents(body: RecommendRequest, state: State) -> Response:
     except DocumentsNotFound as exc:
         missing = ", ".join(shown(d) for d in exc.missing[:5])
         raise ApiError(404, "document_not_found", f"collection {shown(body.collection)} holds no {missing}") from exc
-    _check_estimate(state, [result], batch=False)
-    return _bounded(state, _to_response(result))
+
+    def build() -> SearchResponse:
+        _check_estimate(state, [result], batch=False)
+        return _to_response(result)
+
+    return await _respond(build, state)
