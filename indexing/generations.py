@@ -26,7 +26,7 @@ import shutil
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +76,11 @@ def read_pointer(root: Path) -> Pointer:
     hit = _cache.get(path)
     if hit is not None and hit[0] == stamp:
         return hit[1]
-    pointer = Pointer(**json.loads(path.read_text()))
+    data = json.loads(path.read_text())
+    unknown = sorted(set(data) - {f.name for f in fields(Pointer)})
+    if unknown:  # a field of a newer release, whose meaning this one cannot honour
+        raise ValueError(f"{path} has fields this release does not know, {unknown}: a newer release wrote it")
+    pointer = Pointer(**data)
     _cache[path] = (stamp, pointer)
     return pointer
 

@@ -4,6 +4,8 @@ encoding where it must. Promotion's catch-up, the gate, cancel and clean-up: tes
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -168,3 +170,11 @@ def test_a_new_chunking_or_another_model_encodes_every_document(
     assert job.result["documents"] == {"embedded": len(DOCS), "copied": 0, "resumed": 0}
     coll = env["store"].get("c")
     assert coll.settings.chunking == ChunkingParams(max_tokens=16, overlap=4)
+
+
+def test_a_pointer_from_a_newer_release_is_refused_by_name(tmp_path: Path) -> None:
+    """A `generations.json` holding a field this release does not know (a newer one wrote it) is refused with a
+    message that says so, not a TypeError from the dataclass."""
+    (tmp_path / gens.POINTER).write_text(json.dumps({**asdict(gens.Pointer()), "from_the_future": 1}))
+    with pytest.raises(ValueError, match=r"does not know, \['from_the_future'\]: a newer release wrote it"):
+        gens.read_pointer(tmp_path)
