@@ -19,11 +19,20 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from indexing.jobs import JobStore
-from service.errors import ApiError
 from service.settings import Settings
 
 QUEUE_FULL_RETRY_AFTER_S = 5
 MB = 1024 * 1024
+
+
+class DiskFull(Exception):
+    """No room on the data directory's disk for new work (the API answers 507 insufficient_storage)."""
+
+
+class QueueFull(Exception):
+    """Too many jobs queued or running (the API answers 503 queue_full, with Retry-After)."""
+
+    retry_after_s = QUEUE_FULL_RETRY_AFTER_S
 
 
 def free_disk(path: Path) -> tuple[int, int]:
@@ -50,25 +59,22 @@ def disk_problem(settings: Settings, path: Path) -> str | None:
 
 
 def check_disk(settings: Settings, paths: Iterable[Path] = ()) -> None:
-    """507 when the data directory's disk (or that of one of `paths`, a snapshots folder elsewhere) is nearly full."""
+    """DiskFull when the data directory's disk (or that of one of `paths`, a snapshots folder elsewhere) is nearly
+    full."""
     for path in dict.fromkeys([settings.data_dir, *paths]):
         problem = disk_problem(settings, Path(path).expanduser())
         if problem is not None:
-            raise ApiError(507, "insufficient_storage", problem)
+            raise DiskFull(problem)
 
 
 def check_queue(settings: Settings, jobs: JobStore) -> None:
-    """503 queue_full, with Retry-After, when VELA_MAX_QUEUED_JOBS jobs are queued or running."""
+    """QueueFull when VELA_MAX_QUEUED_JOBS jobs are queued or running."""
     waiting = jobs.unfinished_count()
     if waiting >= settings.max_queued_jobs:
-        exc = ApiError(
-            503,
-            "queue_full",
+        raise QueueFull(
             f"{waiting} jobs are queued or running; the limit is {settings.max_queued_jobs} (VELA_MAX_QUEUED_JOBS): "
-            "send the request again once some have ended",
+            "send the request again once some have ended"
         )
-        exc.headers = {"Retry-After": str(QUEUE_FULL_RETRY_AFTER_S)}
-        raise exc
 
 
 def check_room(settings: Settings, jobs: JobStore, paths: Iterable[Path] = ()) -> None:

@@ -17,6 +17,7 @@ from starlette.routing import Match
 from indexing.deadline import DeadlineExceeded
 from indexing.filters import FilterError, Node, Schema, parse_filter
 from indexing.queue import QueueUnavailable
+from service.capacity import DiskFull, QueueFull
 
 log = logging.getLogger("vela.service")
 
@@ -185,6 +186,15 @@ def install_error_handlers(app: FastAPI) -> None:
         # later), so the client sends the request again; the Python client retries a 503 after Retry-After.
         headers = {"Retry-After": str(exc.retry_after_s)}
         return error_response(503, "queue_unavailable", str(exc), headers=headers)
+
+    @app.exception_handler(DiskFull)
+    async def _disk_full(_: Request, exc: DiskFull) -> JSONResponse:
+        # Not a 503: waiting frees no disk, so clients must not retry it as they retry a 503.
+        return error_response(507, "insufficient_storage", str(exc))
+
+    @app.exception_handler(QueueFull)
+    async def _queue_full(_: Request, exc: QueueFull) -> JSONResponse:
+        return error_response(503, "queue_full", str(exc), headers={"Retry-After": str(exc.retry_after_s)})
 
     @app.exception_handler(DeadlineExceeded)
     async def _deadline(request: Request, exc: DeadlineExceeded) -> JSONResponse:
