@@ -52,7 +52,7 @@ def check_new_collection(name: str, shards: int) -> None:
         )
 
 
-def check_room(cap: ShardCap | None, *, name: str, held: int, adding: int) -> None:
+def check_shard_cap(cap: ShardCap | None, *, name: str, held: int, adding: int) -> None:
     """ShardLimitExceeded when `adding` more shards would take the `held` ones past the cap."""
     if cap is not None and held + adding > cap.limit:
         raise ShardLimitExceeded(

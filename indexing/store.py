@@ -30,7 +30,7 @@ from indexing.generations import serving_root
 from indexing.manifest import ManifestError
 from indexing.refresh_backoff import RefreshBackoff
 from indexing.segment import SegmentError
-from indexing.shard_budget import ShardCap, check_new_collection, check_room
+from indexing.shard_budget import ShardCap, check_new_collection, check_shard_cap
 from indexing.shards import ShardedCollection
 from velaio.files import write_atomic
 
@@ -224,11 +224,11 @@ class CollectionStore:
                 held += load_settings(self.root / name).shards
         return held
 
-    def check_room(self, name: str, shards: int) -> None:
+    def check_shard_room(self, name: str, shards: int) -> None:
         """ShardLimitExceeded when a new collection `name` of `shards` shards would pass a cap: its own (a
         collection's shards) or the data directory's (`shard_cap`)."""
         check_new_collection(name, shards)
-        check_room(self.shard_cap, name=name, held=self.shards_held(), adding=shards)
+        check_shard_cap(self.shard_cap, name=name, held=self.shards_held(), adding=shards)
 
     def exists(self, name: str) -> bool:
         return self.is_collection(self.resolve(name))
@@ -247,7 +247,7 @@ class CollectionStore:
             if (root / SETTINGS_FILE).is_file():
                 _same_embedder(root, settings)
                 return self._get_locked(settings.name)
-            self.check_room(settings.name, settings.shards)  # before anything is made: refused, nothing is left
+            self.check_shard_room(settings.name, settings.shards)  # before anything is made: refused, nothing is left
             if root.exists():  # no settings: what a job or merge left of a deleted collection, never a collection
                 shutil.rmtree(self._to_trash(root), ignore_errors=True)
             # Build it aside and rename it into place, so a half-created collection is never seen.

@@ -199,7 +199,7 @@ def submit_restore(*, state: AppState, collection: str, snapshot: str, into: str
     check_new_name(state=state, into=into)
     manifest = read_manifest(path)
     model = restore_model(state=state, manifest=manifest)
-    state.collections.check_room(into, int(manifest["shards"]))  # ShardLimitExceeded: the data directory is full
+    state.collections.check_shard_room(into, int(manifest["shards"]))  # ShardLimitExceeded: the data directory is full
     snapshot = in_data_dir(path, state.settings.data_dir)
     spec = {"snapshot": snapshot, "sha256": info.sha256, "into": into, "embedder": model}
     return queue_restore(state=state, spec=spec)[0]

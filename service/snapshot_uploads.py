@@ -98,7 +98,7 @@ async def submit_upload(*, state: AppState, into: str, body: AsyncIterator[bytes
         await to_thread.run_sync(f.flush)
         manifest = await to_thread.run_sync(read_manifest, path)
         model = restore_model(state=state, manifest=manifest)
-        await to_thread.run_sync(state.collections.check_room, into, int(manifest["shards"]))
+        await to_thread.run_sync(state.collections.check_shard_room, into, int(manifest["shards"]))
         snapshot = in_data_dir(path, state.settings.data_dir)
         spec = {"snapshot": snapshot, "sha256": sha256, "into": into, "embedder": model, "upload": True}
         job, new = await to_thread.run_sync(_queued_unlocked, folder, f, lambda: queue_restore(state=state, spec=spec))
