@@ -79,3 +79,10 @@ def pending_document(conn: sqlite3.Connection, collection: str, doc_id: str) -> 
     )
     row = conn.execute(sql, (collection, JobKind.UPSERT.value, *UNFINISHED, doc_id)).fetchone()
     return None if row is None else dict(json.loads(row[0]))
+
+
+def count_unfinished(conn: sqlite3.Connection) -> int:
+    """Jobs queued or running (a count over the status index, never the rows and their payloads)."""
+    marks = ",".join("?" * len(UNFINISHED))
+    row = conn.execute(f"SELECT COUNT(*) FROM jobs WHERE status IN ({marks})", UNFINISHED).fetchone()
+    return int(row[0])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from typing import Any
 
 from indexing.job_counts import init_counts
@@ -107,3 +108,17 @@ def select_listing(
         (*params, limit),
     )
     return [(job_of_row(row), row[13]) for row in rows]
+
+
+def insert_job(
+    job_id: str, collection: str, kind: JobKind, payload: list[Any], running_in: str | None = None
+) -> tuple[str, tuple[Any, ...]]:
+    """The INSERT of a new job: queued, or with `running_in` recorded as running there since now."""
+    sql = (
+        "INSERT INTO jobs(id, collection, kind, status, total, payload, created_at, started_at, worker) "
+        "VALUES (?,?,?,?,?,?,?,?,?)"
+    )
+    now, body = time.time(), json.dumps(payload)
+    status = JobStatus.QUEUED if running_in is None else JobStatus.RUNNING
+    started = None if running_in is None else now
+    return sql, (job_id, collection, kind.value, status.value, len(payload), body, now, started, running_in)

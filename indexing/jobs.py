@@ -21,7 +21,7 @@ from indexing.job_leases import JobLeases
 from indexing.job_lookups import UNFINISHED
 from indexing.job_retention import JobRetention, give_back_space
 from indexing.job_schema import JOB_COLUMNS as _JOB_COLUMNS
-from indexing.job_schema import init_schema, select_listing
+from indexing.job_schema import init_schema, insert_job, select_listing
 from indexing.job_schema import job_of_row as _job
 from indexing.job_types import (
     GENERATION_KINDS,
@@ -101,7 +101,7 @@ class JobStore:
         if running_in is None and not follow_up and self.admit is not None:
             self.admit()
         job_id = uuid.uuid4().hex
-        self._conn().execute(*self._insert(job_id, collection, kind, payload, running_in))
+        self._conn().execute(*insert_job(job_id, collection, kind, payload, running_in))
         self.retention.now_and_then()
         return self.get(job_id)
 
@@ -127,7 +127,7 @@ class JobStore:
                 conn.execute("COMMIT")
                 return other
             job_id = uuid.uuid4().hex
-            conn.execute(*self._insert(job_id, collection, kind, payload, running_in))
+            conn.execute(*insert_job(job_id, collection, kind, payload, running_in))
             conn.execute("COMMIT")
         except BaseException:
             rollback(conn)
@@ -150,24 +150,9 @@ class JobStore:
         """The oldest queued or running job of one of `kinds` on `job_id`'s collection recorded before it."""
         return lookups.older_unfinished(self._conn(), job_id, kinds)
 
-    @staticmethod
-    def _insert(
-        job_id: str, collection: str, kind: JobKind, payload: list[Any], running_in: str | None = None
-    ) -> tuple[str, tuple[Any, ...]]:
-        sql = (
-            "INSERT INTO jobs(id, collection, kind, status, total, payload, created_at, started_at, worker) "
-            "VALUES (?,?,?,?,?,?,?,?,?)"
-        )
-        now, body = time.time(), json.dumps(payload)
-        status = JobStatus.QUEUED if running_in is None else JobStatus.RUNNING
-        started = None if running_in is None else now
-        return sql, (job_id, collection, kind.value, status.value, len(payload), body, now, started, running_in)
-
     def unfinished_count(self) -> int:
         """Jobs queued or running (a count over the status index, never the rows and their payloads)."""
-        marks = ",".join("?" * len(UNFINISHED))
-        row = self._conn().execute(f"SELECT COUNT(*) FROM jobs WHERE status IN ({marks})", UNFINISHED).fetchone()
-        return int(row[0])
+        return lookups.count_unfinished(self._conn())
 
     def give_back_space(self) -> None:
         """Hand the pages of dropped payloads back to the file system (job_retention.give_back_space)."""
