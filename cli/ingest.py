@@ -177,10 +177,11 @@ def finish_background() -> None:
     the next ingest into the collection makes them due again."""
     from indexing.merger import wait_background
 
-    # Said whether or not work is queued now (each job's commit queues a merge check): the same lines every run.
-    print("vela ingest: finishing merges and the fusion choice...", file=sys.stderr)
     try:
         with terminate_as_interrupt():
+            # Said whether or not work is queued (each job's commit queues a merge check): the same lines every run.
+            # Said in here: a Ctrl-C or SIGTERM that follows the line at once is handled as this wait's.
+            print("vela ingest: finishing merges and the fusion choice...", file=sys.stderr)
             while not wait_background(JOIN_S):  # short waits: a Ctrl-C is handled at once, whichever thread gets it
                 pass
     except KeyboardInterrupt:
