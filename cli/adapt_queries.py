@@ -1,7 +1,7 @@
 """The engine side of `vela adapt`: pseudo-queries cut from a collection's documents, and the teacher's view of each.
 
 Pseudo-queries are the documents' titles where most have one, else sentences cut out of passages (the Inverse
-Cloze Task of the fusion chooser, indexing/fusion_choice.py), plus any unlabelled queries from a file (a query
+Cloze Task of the fusion chooser, indexing/pseudo_queries.py), plus any unlabelled queries from a file (a query
 log). Each is searched through the engine with dense and BM25; what comes back is plain data
 (training/adapt/dataset.py `Candidates`) that the recipe turns into pseudo-labels.
 """
@@ -23,7 +23,7 @@ def logged_queries(path: str) -> list[Any]:
     """--queries: unlabelled queries from a file, as pseudo-queries without a source (no document is theirs)."""
     if not path:
         return []
-    from indexing.fusion_choice import ChoiceParams, PseudoQuery
+    from indexing.pseudo_queries import ChoiceParams, PseudoQuery
     from velaio.beir import read_query_texts
 
     try:
@@ -42,8 +42,8 @@ def pseudo_queries(coll: Any, aargs: Any) -> list[Any]:
     max_queries in all, a seeded sample."""
     import random
 
-    from indexing.fusion_choice import ChoiceParams, documents_of, sample_pseudo_queries
-    from indexing.pseudo_queries import title_pseudo_queries
+    from indexing.fusion_choice import documents_of
+    from indexing.pseudo_queries import ChoiceParams, sample_pseudo_queries, title_pseudo_queries
 
     docs = documents_of(coll)
     titles = title_pseudo_queries(coll) if aargs.title_queries else []

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import logging
 import os
-import random
-import re
 import time
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
@@ -35,17 +33,12 @@ from indexing.engine import search as engine_search
 from indexing.fusion import FusionSpec, rank_of
 from indexing.merger import BACKGROUND
 from indexing.postings import Postings, TermStats
+from indexing.pseudo_queries import ChoiceParams, PseudoQuery, sample_pseudo_queries
 from indexing.ranking import Mode, RankRequest
 from indexing.settings import switch
-from velaio.text import passage_text
 
 log = logging.getLogger("vela.fusion")
 TARGET = ("pseudo-query", "source")  # the cut passage's unit key: no collection unit is a tuple of strings
-SENTENCE_END = re.compile(r"[.!?;](?=\s)|\n")
-WORD_RE = re.compile(r"\w+")
-PLAIN_WORD = re.compile(r"(?=[^\W\d_]*[^\W\d_])[^\W_]+(?:[-'][^\W_]+)*")  # a letter; inner - or ' only
-PUNCTUATION = ".,;:!?\"'()[]"
-CODE = re.compile(r"[=<>{}\[\]]|\w\(|[^\W\d_]\.[^\W\d_]|\w_\w")  # operators, calls, attributes, snake_case
 ALPHAS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
 
@@ -56,26 +49,6 @@ def candidates() -> list[FusionSpec]:
     out += [FusionSpec("rrf", alpha=a) for a in (0.3, 0.7)]
     out += [FusionSpec("convex", alpha=a, normalization=n) for n in ("minmax", "zscore", "dbsf") for a in ALPHAS]
     return out
-
-
-@dataclass(frozen=True)
-class ChoiceParams:
-    samples: int = 200  # pseudo-queries (documents sampled, one sentence each)
-    seed: int = 0
-    depth: int = 200  # the lists fused, as deep as a search's default depth
-    rrf_k: int = 60
-    min_words: int = 4  # a sentence shorter than this is no query
-    max_words: int = 32  # longer sentences are cut to their first words: queries are short
-    prose: float = 0.75  # share of a sentence's tokens that must be plain words: people query in words
-    cut: bool = True  # the source is its passage without the query (False: the whole passage, for comparison)
-
-
-@dataclass(frozen=True)
-class PseudoQuery:
-    doc_id: str
-    pids: frozenset[int]  # every passage of the source document: taken out of the lists
-    query: str
-    rest: str  # what the index would read of the cut passage: title, then the passage without the query
 
 
 @dataclass
@@ -98,70 +71,6 @@ class Choice:
             "ndcg@10": {self.spec.label: round(self.scores[self.spec.label], 4), **base},
         }
         return {**self.spec.to_json(), "chosen": evidence}
-
-
-def sample_pseudo_queries(coll: Any, params: ChoiceParams) -> list[PseudoQuery]:
-    """Up to params.samples pseudo-queries: documents drawn with a fixed seed, in each a random passage and in
-    it a random sentence of min_words words or more that the title does not already hold."""
-    ids = sorted(i for shard in coll.shard_list for i in shard.docstore.document_ids())
-    rng = random.Random(params.seed)
-    out: list[PseudoQuery] = []
-    for doc_id in rng.sample(ids, len(ids)):  # a fixed order of every document: the first that give a query
-        if len(out) == params.samples:
-            break
-        doc = coll.document(doc_id, passages=True)
-        if doc is None or not doc.passages:
-            continue
-        _, _, start, end = doc.passages[rng.randrange(len(doc.passages))]
-        cut = _cut_sentence(doc.title, doc.text[start:end], rng, params)
-        if cut is not None:
-            query, rest = cut
-            out.append(PseudoQuery(doc_id, frozenset(p[0] for p in doc.passages), query, passage_text(doc.title, rest)))
-    return out
-
-
-def _cut_sentence(title: str, body: str, rng: random.Random, params: ChoiceParams) -> tuple[str, str] | None:
-    """(query, the body without it), or None when no sentence fits or too little would be left."""
-    parts = _sentences(body)
-    title_words = set(WORD_RE.findall(title.lower()))
-    usable = []
-    for a, b in parts if len(parts) > 1 else ():
-        words = WORD_RE.findall(body[a:b].lower())
-        if len(words) < params.min_words or _prose_share(body[a:b]) < params.prose:
-            continue
-        if title_words and sum(w in title_words for w in words) >= 0.5 * len(words):
-            continue  # the title repeated in the text: the indexed title would still hold the query
-        if len(WORD_RE.findall(body)) - len(words) < params.min_words:
-            continue
-        usable.append((a, b))
-    if not usable:
-        return None
-    a, b = usable[rng.randrange(len(usable))]
-    words = body[a:b].split()
-    rest = (body[:a] + " " + body[b:]).strip() if params.cut else body
-    return " ".join(words[: params.max_words]), rest
-
-
-def _prose_share(text: str) -> float:
-    """The share of whitespace-separated tokens that are words once stripped of punctuation around them, and
-    0 for a line with code in it (`x = f(y)`, `a.b`, `d[k]`, `snake_case`): a docstring's sentence is a query
-    a person could type, a line of code is not."""
-    tokens = text.split()
-    if CODE.search(text) or not tokens:
-        return 0.0
-    return sum(PLAIN_WORD.fullmatch(t.strip(PUNCTUATION)) is not None for t in tokens) / len(tokens)
-
-
-def _sentences(text: str) -> list[tuple[int, int]]:
-    """Spans of the non-blank pieces between sentence ends (., !, ? or ; before a space) and line breaks."""
-    spans, start = [], 0
-    for m in SENTENCE_END.finditer(text):
-        if text[start : m.end()].strip():
-            spans.append((start, m.end()))
-        start = m.end()
-    if text[start:].strip():
-        spans.append((start, len(text)))
-    return spans
 
 
 def pseudo_runs(

@@ -26,15 +26,9 @@ from indexing.chunking import ChunkingParams
 from indexing.collection import Collection, CollectionSettings
 from indexing.engine import LOCAL_FANOUT
 from indexing.fusion import FusionSpec
-from indexing.fusion_choice import (
-    TARGET,
-    ChoiceParams,
-    choice_due,
-    choose_fusion,
-    refresh_choice,
-    sample_pseudo_queries,
-)
+from indexing.fusion_choice import TARGET, choice_due, choose_fusion, refresh_choice
 from indexing.prepare import chunk_and_embed
+from indexing.pseudo_queries import ChoiceParams, sample_pseudo_queries
 from indexing.store import CollectionStore
 from tests.tiny_models import minilm_tokenizer
 
