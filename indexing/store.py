@@ -32,10 +32,11 @@ from indexing.refresh_backoff import RefreshBackoff
 from indexing.segment import SegmentError
 from indexing.shard_budget import ShardCap, check_new_collection, check_shard_cap
 from indexing.shards import ShardedCollection
-from velaio.files import write_atomic
+from velaio.files import file_lock, write_atomic
 
 log = logging.getLogger("vela.collections")
 REFRESH_S = 0.05  # how often the background reader looks for newly published manifests
+CREATE_LOCK = ".create.lock"  # in the collections folder: held while a collection is checked against the caps and made
 
 
 def open_collection(root: Path, settings: CollectionSettings) -> Collection:
@@ -242,12 +243,16 @@ class CollectionStore:
         validate_name(settings.name)
         if self.aliases.target(settings.name) is not None:
             raise CollectionConflict(f"{settings.name!r} is an alias; a collection needs a name of its own")
-        with self._lock:
+        # The lock file makes the check and the rename one step across processes: two API processes or workers
+        # creating collections at the same moment cannot both pass the shard cap.
+        with self._lock, file_lock(self.root / CREATE_LOCK):
             root = self.root / settings.name
             if (root / SETTINGS_FILE).is_file():
                 _same_embedder(root, settings)
                 return self._get_locked(settings.name)
             self.check_shard_room(settings.name, settings.shards)  # before anything is made: refused, nothing is left
+            for stale in self.root.glob(".new-*"):  # left by a process killed while creating (none creates now)
+                shutil.rmtree(stale, ignore_errors=True)
             if root.exists():  # no settings: what a job or merge left of a deleted collection, never a collection
                 shutil.rmtree(self._to_trash(root), ignore_errors=True)
             # Build it aside and rename it into place, so a half-created collection is never seen.
