@@ -5,7 +5,10 @@ with its deadline (VELA_REQUEST_TIMEOUT_S), and the deadline lives in a context 
 the request's engine call (the thread pool runs it with a copy of the request's context) sees it, and concurrent
 requests keep their own. Past the deadline the client has had its 503 already: `check()` raises DeadlineExceeded
 so that the work stops there instead of running on for nobody. Calls outside a request (jobs, delete by filter,
-the CLI) have no deadline and never stop. Shards searched on Ray actors run in other processes and do not see it.
+the CLI) have no deadline and never stop. Checked between shards (indexing/engine.py), before each list a shard ranks
+and at each widening of a cut (indexing/ranking.py), and between filter conditions (indexing/payload.py): one
+shard's FAISS or BM25 pass itself runs to its end. Shards searched on Ray actors run in other processes and do not
+see it.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from indexing import stage_clock
+from indexing import deadline, stage_clock
 from indexing.bm25 import tokenize
 from indexing.facets import FacetCount, top_values
 from indexing.filters import Node
@@ -102,7 +102,11 @@ class LocalFanout:
             return self._searchers[key]
 
     def call(self, shards: Sequence[ShardRef], method: str, per_shard: Sequence[dict[str, Any]]) -> list[Any]:
-        return [getattr(self.searcher(ref), method)(**kw) for ref, kw in zip(shards, per_shard, strict=True)]
+        out = []
+        for ref, kw in zip(shards, per_shard, strict=True):
+            deadline.check()  # between shards: a request past its deadline stops (indexing/deadline.py)
+            out.append(getattr(self.searcher(ref), method)(**kw))
+        return out
 
     def forget(self, shards: Sequence[ShardRef]) -> None:
         """Drop the views of deleted shards (their memory goes with them)."""

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from indexing import stage_clock
+from indexing import deadline, stage_clock
 from indexing.filters import Node
 from indexing.fusion import FusionSpec, fuse_runs, fused_columns
 from indexing.postings import TermStats
@@ -79,6 +79,7 @@ def widening(fetch_lists: Callable[[int], Lists], total: int, n: int, key_of: An
     # kept is always the last passage fetched, and would always widen).
     first = fetch = min(total, n * 3 if key_of is not None else n + 1)
     while True:
+        deadline.check()  # each widening is another search of every query
         lists = fetch_lists(fetch)
         ranked = group(lists, key_of, n)
         full = [len(p) == fetch for p, _ in lists]
@@ -100,10 +101,12 @@ def rank_shard(
     scope = view.scope_for(req.filter)
     runs: dict[str, list[Ranked]] = {}
     if qv is not None:
+        deadline.check()  # before each list: a request past its deadline (its client has a 503) stops here
         small, factor = req.dim != "full", RESCORE_FACTOR if req.rescore else 0
         with stage_clock.stage("dense"):
             runs["dense"] = widening(lambda f: view.dense(qv, f, small, factor, scope), scope.n, req.n, key_of)
     if req.mode in ("bm25", "hybrid") and stats is not None:
+        deadline.check()
         with stage_clock.stage("bm25"):
             runs["bm25"] = _bm25_units(view, tokens, stats, scope, req.n, key_of)
     return [{name: r[qi] for name, r in runs.items()} for qi in range(len(tokens))]
@@ -117,6 +120,7 @@ def _bm25_units(
     the passages kept hold fewer than n units."""
     cut = n * 3 if key_of is not None else n
     while True:
+        deadline.check()  # a cut widened again: each pass is another scoring of every query
         lists = view.bm25(tokens, stats, scope, cut)
         ranked = group(lists, key_of, n)
         if all(len(r) >= n or len(p) < cut for r, (p, _) in zip(ranked, lists, strict=True)):
