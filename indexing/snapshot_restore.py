@@ -254,11 +254,12 @@ def _restore(
             "sha256": spec.get("sha256"),
         }
         jobs.set_result(job_id, result)  # before the rename: a re-run then knows the collection is its own
-        _refuse_existing(collections, into)
-        try:
-            tmp.rename(collections.root / into)
-        except OSError as exc:  # made by another request meanwhile
-            raise CollectionConflict(f"{into!r} was created while the snapshot was restored") from exc
+        with collections.placing(into, settings.shards):  # the shard cap again: other collections came meanwhile
+            _refuse_existing(collections, into)
+            try:
+                tmp.rename(collections.root / into)
+            except OSError as exc:  # made by another request meanwhile
+                raise CollectionConflict(f"{into!r} was created while the snapshot was restored") from exc
         fsync_dir(collections.root)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

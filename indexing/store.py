@@ -8,7 +8,7 @@ import logging
 import shutil
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,7 @@ from velaio.files import file_lock, write_atomic
 
 log = logging.getLogger("vela.collections")
 REFRESH_S = 0.05  # how often the background reader looks for newly published manifests
-CREATE_LOCK = ".create.lock"  # in the collections folder: held while a collection is checked against the caps and made
+CREATE_LOCK = "collections.lock"  # in the data directory: held while a collection is checked against the caps and made
 
 
 def open_collection(root: Path, settings: CollectionSettings) -> Collection:
@@ -231,6 +231,15 @@ class CollectionStore:
         check_new_collection(name, shards)
         check_shard_cap(self.shard_cap, name=name, held=self.shards_held(), adding=shards)
 
+    @contextlib.contextmanager
+    def placing(self, name: str, shards: int) -> Iterator[None]:
+        """Hold the right to put a new collection `name` of `shards` shards into place (a restore renames its
+        folder inside the block): ShardLimitExceeded first when it would pass a cap. No other process creates or
+        places a collection meanwhile, so two cannot both pass the cap."""
+        with self._lock, file_lock(self.data_dir / CREATE_LOCK):
+            self.check_shard_room(name, shards)
+            yield
+
     def exists(self, name: str) -> bool:
         return self.is_collection(self.resolve(name))
 
@@ -245,7 +254,7 @@ class CollectionStore:
             raise CollectionConflict(f"{settings.name!r} is an alias; a collection needs a name of its own")
         # The lock file makes the check and the rename one step across processes: two API processes or workers
         # creating collections at the same moment cannot both pass the shard cap.
-        with self._lock, file_lock(self.root / CREATE_LOCK):
+        with self._lock, file_lock(self.data_dir / CREATE_LOCK):
             root = self.root / settings.name
             if (root / SETTINGS_FILE).is_file():
                 _same_embedder(root, settings)

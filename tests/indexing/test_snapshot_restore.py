@@ -19,6 +19,7 @@ from indexing.filters import Schema, parse_filter
 from indexing.ingest import run_job
 from indexing.jobs import JobKind, JobStatus
 from indexing.ranking import RankRequest
+from indexing.shard_budget import ShardCap
 from indexing.snapshot_format import find_snapshot
 from indexing.snapshot_restore import clean_restore_leftovers
 from models import EmbedderConfig
@@ -214,6 +215,21 @@ def test_a_restore_needs_a_new_name_and_the_same_model(env: dict[str, Any], tmp_
     assert restore_snapshot(env, "c", name, "copy", embedder=str(wide)) == JobStatus.FAILED
     assert "not the same model" in (env["jobs"].get(env["last"]).error or "")
     assert env["store"].names() == ["c"]
+
+
+def test_a_restore_past_the_shard_cap_when_it_ends_fails_and_leaves_nothing(env: dict[str, Any]) -> None:
+    # The API checks the cap when the restore is asked for; other collections may have come since, so the job
+    # checks again as it puts the collection into place (under the lock that new collections take).
+    make_collection(env, "c", 3)
+    name = take_snapshot(env, "c")
+    env["store"].shard_cap = ShardCap(5, "test")  # c holds 3: a 3-shard copy would make 6
+    assert restore_snapshot(env, "c", name, "copy") == JobStatus.FAILED
+    assert "the limit is 5 shards (test)" in (env["jobs"].get(env["last"]).error or "")
+    assert env["store"].names() == ["c"]
+    assert not [p.name for p in (env["dir"] / "collections").iterdir() if p.name.startswith(".")]
+    env["store"].shard_cap = ShardCap(6, "test")
+    assert restore_snapshot(env, "c", name, "copy") == JobStatus.SUCCEEDED
+    assert env["store"].names() == ["c", "copy"]
 
 
 def test_start_up_removes_what_a_killed_restore_left(env: dict[str, Any]) -> None:
