@@ -157,11 +157,15 @@ def new_generation(root: Path, settings: CollectionSettings) -> tuple[int, Colle
     (root / GEN_DIR).mkdir(exist_ok=True)
     tmp = root / GEN_DIR / f".new-{uuid.uuid4().hex}"
     tmp.mkdir()
-    coll = ShardedCollection(tmp, settings) if settings.shards > 1 else Collection(tmp, settings)
-    coll.check_consistency()  # an empty published index: searchable (and scorable by a gate) at once
-    coll.close()
-    write_atomic(tmp / SETTINGS_FILE, json.dumps(settings.to_json(), indent=2).encode())
-    tmp.rename(gen_root(root, gen))
+    try:
+        coll = ShardedCollection(tmp, settings) if settings.shards > 1 else Collection(tmp, settings)
+        coll.check_consistency()  # an empty published index: searchable (and scorable by a gate) at once
+        coll.close()
+        write_atomic(tmp / SETTINGS_FILE, json.dumps(settings.to_json(), indent=2).encode())
+        tmp.rename(gen_root(root, gen))
+    except BaseException:  # a full disk, say: nothing half made is left
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     return gen, open_generation(root, gen)
 
 

@@ -93,3 +93,9 @@ class JobNotFound(KeyError):
 
 class JobNotRetryable(ValueError):
     pass
+
+
+class JobStoreMoved(RuntimeError):
+    """The job store's file was removed or replaced while this process had it open (an operator's mistake, a
+    restore of the data directory under a running server): a job recorded now would be written to a file no
+    other process, and no restart, would ever read. Nothing is recorded until the process restarts."""

@@ -33,9 +33,10 @@ from indexing.job_types import (
     JobNotFound,
     JobNotRetryable,
     JobStatus,
+    JobStoreMoved,
     without_paths,
 )
-from velaio.files import connect_sqlite, init_sqlite, rollback
+from velaio.files import connect_sqlite, file_identity, init_sqlite, rollback
 
 # The job types are defined in indexing/job_types.py; callers import them from here, beside the store.
 __all__ = [
@@ -50,6 +51,7 @@ __all__ = [
     "JobNotRetryable",
     "JobStatus",
     "JobStore",
+    "JobStoreMoved",
     "end_job",
     "without_paths",
 ]
@@ -77,6 +79,15 @@ class JobStore:
         self.retention = JobRetention(self._conn, retention_s)
         self.leases = JobLeases(self._conn, lease_s)
         init_sqlite(path, init_schema)
+        self._file = file_identity(path)  # the file this store opened (check_file: still the one at `path`)
+
+    def check_file(self) -> None:
+        """JobStoreMoved when the file at `path` is gone or another one than this store opened."""
+        if file_identity(self.path) != self._file:
+            raise JobStoreMoved(
+                f"the job store ({self.path.name}) was removed or replaced while the server ran: nothing can be "
+                "recorded until the server restarts"
+            )
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -98,6 +109,7 @@ class JobStore:
         """A queued job; with `running_in`, one recorded as already running there (a CLI that runs its own job:
         no server's runner then takes it for one a crash left behind). `follow_up`: one a running job queues (a
         context refresh), never refused by `admit`: the job that needs it was taken already."""
+        self.check_file()
         if running_in is None and not follow_up and self.admit is not None:
             self.admit()
         job_id = uuid.uuid4().hex

@@ -13,6 +13,37 @@ from indexing.jobs import JobStore
 log = logging.getLogger("vela.queue")
 
 
+class RunAgain:
+    """Hands a job that crashed outside its own error handling back to the queue after a backoff (1 s, doubling,
+    at most MAX_WAIT_S): a job accepted with a 202 runs once the store can be written again, instead of staying
+    queued until a restart. A job that has ended by then (another worker ran it) returns at once when it is run."""
+
+    FIRST_WAIT_S = 1.0
+    MAX_WAIT_S = 60.0
+
+    def __init__(self, put: Callable[[str], None], stopping: threading.Event) -> None:
+        self._put = put
+        self._stopping = stopping
+        self._waits: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def later(self, job_id: str, exc: BaseException) -> None:
+        with self._lock:
+            wait = self._waits[job_id] = min(self._waits.get(job_id, self.FIRST_WAIT_S / 2) * 2, self.MAX_WAIT_S)
+        log.warning("job will run again", extra={"job_id": job_id, "in_s": wait, "error": str(exc)})
+        timer = threading.Timer(wait, self._hand_back, args=(job_id,))
+        timer.daemon = True
+        timer.start()
+
+    def done(self, job_id: str) -> None:
+        with self._lock:
+            self._waits.pop(job_id, None)
+
+    def _hand_back(self, job_id: str) -> None:
+        if not self._stopping.is_set():  # stopping: the job stays in the store, and runs after the restart
+            self._put(job_id)
+
+
 class QueueUnavailable(RuntimeError):
     """A job could not be handed to the queue (Redis unreachable). The queue raising it has already marked the job
     failed, so nothing runs it later: the request that made it is to be sent again (the API answers 503
@@ -45,6 +76,7 @@ class InProcessQueue:
         self._queue: queue.Queue[str | None] = queue.Queue()
         self._thread = threading.Thread(target=self._loop, name="vela-ingest", daemon=True)
         self._stopping = threading.Event()
+        self._again = RunAgain(self._queue.put, self._stopping)
 
     def start(self) -> None:
         for job_id in self.jobs.unfinished():
@@ -84,11 +116,17 @@ class InProcessQueue:
     def _loop(self) -> None:
         while True:
             job_id = self._queue.get()
+            if job_id is None or self._stopping.is_set():
+                self._queue.task_done()
+                return
             try:
-                if job_id is None or self._stopping.is_set():
-                    return
                 self._run(job_id)
-            except Exception:
+            except Exception as exc:
+                # The job could not be started or ended (its store unwritable: a full disk, a read-only or failing
+                # filesystem): it is still queued or running in the store, and run again later, not left there.
                 log.exception("job crashed", extra={"job_id": job_id})
+                self._again.later(job_id, exc)
+            else:
+                self._again.done(job_id)
             finally:
                 self._queue.task_done()

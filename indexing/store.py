@@ -267,16 +267,17 @@ class CollectionStore:
             # Build it aside and rename it into place, so a half-created collection is never seen.
             tmp = self.root / f".new-{uuid.uuid4().hex}"
             tmp.mkdir(parents=True)
-            coll = open_collection(tmp, settings)
-            coll.check_consistency()  # an empty published index: searchable at once
-            coll.close()
-            write_atomic(tmp / SETTINGS_FILE, json.dumps(settings.to_json(), indent=2).encode())
             try:
+                coll = open_collection(tmp, settings)
+                coll.check_consistency()  # an empty published index: searchable at once
+                coll.close()
+                write_atomic(tmp / SETTINGS_FILE, json.dumps(settings.to_json(), indent=2).encode())
                 tmp.rename(root)
-            except OSError:  # another process created it in the meantime: theirs stands, as if it were first
+            except BaseException:  # a full disk, say: nothing half made is left
                 shutil.rmtree(tmp, ignore_errors=True)
                 if not (root / SETTINGS_FILE).is_file():
                     raise
+                # made meanwhile by a process that took no lock (an older release): theirs stands, as if first
                 _same_embedder(root, settings)
             return self._get_locked(settings.name)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import sqlite3
 from collections.abc import Mapping
 from contextvars import ContextVar
 from typing import Any
@@ -16,6 +17,7 @@ from starlette.routing import Match
 
 from indexing.deadline import DeadlineExceeded
 from indexing.filters import FilterError, Node, Schema, parse_filter
+from indexing.jobs import JobStoreMoved
 from indexing.queue import QueueUnavailable
 from service.capacity import DiskFull, QueueFull
 
@@ -75,26 +77,64 @@ def error_response(
     return JSONResponse({"error": body}, status_code=status, headers=headers or None)
 
 
+def _chain(exc: BaseException | None) -> list[BaseException]:
+    """`exc` and what caused it: a chain, never a cycle, followed a few links."""
+    out: list[BaseException] = []
+    while exc is not None and len(out) < 8:
+        out.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return out
+
+
 def out_of_files(exc: BaseException | None) -> bool:
     """Whether `exc` (or what caused it) is the process or the system running out of file handles."""
-    for _ in range(8):  # a chain, never a cycle, followed a few links
-        if exc is None:
-            return False
-        if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):
-            return True
-        exc = exc.__cause__ or exc.__context__
-    return False
+    return any(isinstance(e, OSError) and e.errno in (errno.EMFILE, errno.ENFILE) for e in _chain(exc))
+
+
+# SQLite's messages for the same faults (sqlite3 raises OperationalError, with no errno).
+_SQLITE_FULL = ("database or disk is full",)
+_SQLITE_UNWRITABLE = ("attempt to write a readonly database", "disk i/o error", "unable to open database file")
+
+
+def storage_fault(exc: BaseException | None) -> str | None:
+    """ "full" when `exc` (or what caused it) is the data directory's disk out of space, "unwritable" when its
+    filesystem refused the write (read-only, failing): neither is a bug of the request. None otherwise."""
+    for e in _chain(exc):
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+            return "full"
+        if isinstance(e, OSError) and e.errno in (errno.EROFS, errno.EIO):
+            return "unwritable"
+        if isinstance(e, sqlite3.OperationalError):
+            text = str(e).lower()
+            if any(m in text for m in _SQLITE_FULL):
+                return "full"
+            if any(m in text for m in _SQLITE_UNWRITABLE):
+                return "unwritable"
+    return None
 
 
 def internal_error(exc: BaseException | None = None) -> JSONResponse:
-    """What a client sees of a bug: the shape and the request id to quote, never a traceback. Running out of file
-    handles is no bug of the request: 503, to send again later, as the operator raises the limit."""
+    """What a client sees of a bug: the shape and the request id to quote, never a traceback. Faults that are no
+    bug of the request get their own answers: out of file handles is a 503, to send again later as the operator
+    raises the limit; a full disk is a 507, as below VELA_MIN_FREE_DISK_MB (the free-space check runs before a
+    write, and space can run out after it); a filesystem that refuses writes is a 503 until the operator mends it.
+    In each case nothing of the request was kept."""
     if out_of_files(exc):
         message = (
             "the server has no file handle left (its open-files limit, RLIMIT_NOFILE): try again later; "
             "the operator raises the limit or deletes collections"
         )
         return error_response(503, "unavailable", message, headers={"Retry-After": "5"})
+    fault = storage_fault(exc)
+    if fault == "full":
+        message = "the data directory's disk is full: nothing was stored; free space, then send the request again"
+        return error_response(507, "insufficient_storage", message)
+    if fault == "unwritable":
+        message = (
+            "the data directory cannot be written (a read-only or failing filesystem): nothing was stored; "
+            "searches and reads go on while the operator mends it"
+        )
+        return error_response(503, "unavailable", message, headers={"Retry-After": "30"})
     rid = REQUEST_ID.get()
     message = f"internal error; quote request id {rid} when reporting it" if rid else "internal error"
     return error_response(500, "internal", message)
@@ -191,6 +231,11 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _disk_full(_: Request, exc: DiskFull) -> JSONResponse:
         # Not a 503: waiting frees no disk, so clients must not retry it as they retry a 503.
         return error_response(507, "insufficient_storage", str(exc))
+
+    @app.exception_handler(JobStoreMoved)
+    async def _job_store_moved(_: Request, exc: JobStoreMoved) -> JSONResponse:
+        # Refused rather than recorded in a file no restart would read (searches go on; /readyz says so).
+        return error_response(503, "unavailable", str(exc))
 
     @app.exception_handler(QueueFull)
     async def _queue_full(_: Request, exc: QueueFull) -> JSONResponse:

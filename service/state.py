@@ -9,7 +9,7 @@ from indexing import gpu_index
 from indexing.collection import Collection
 from indexing.ingest import run_job
 from indexing.job_runner import SharedLaneQueue
-from indexing.jobs import JobStore
+from indexing.jobs import JobStore, JobStoreMoved
 from indexing.lanes import LaneQueue
 from indexing.queue import JobQueue
 from indexing.redis_queue import RedisJobQueue
@@ -146,6 +146,10 @@ def queue_status(state: AppState) -> str:
     `queue_unavailable`, searches go on. A PING with a short timeout; the in-process queues are always `ok`."""
     if isinstance(state.queue, RedisJobQueue) and not state.queue.reachable():
         return "unreachable"
+    try:
+        state.jobs.check_file()
+    except JobStoreMoved:
+        return "job_store_moved"
     return "ok"
 
 

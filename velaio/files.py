@@ -63,6 +63,15 @@ def write_atomic(path: Path, data: bytes) -> None:
     fsync_dir(path.parent)
 
 
+def file_identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of the file at `path`, None when there is none: whether it is still the file once opened."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 @contextmanager
 def file_lock(path: Path) -> Iterator[None]:
     """An exclusive lock across processes (flock), released by the kernel when the holder dies."""
