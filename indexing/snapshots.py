@@ -20,6 +20,7 @@ import io
 import json
 import logging
 import os
+import re
 import shutil
 import sqlite3
 import tarfile
@@ -84,13 +85,26 @@ def run_snapshot_job(
     return end_job(jobs, job_id, JobStatus.SUCCEEDED, result=result)
 
 
+# A job's work in a snapshots folder: `.<job id>.work` and `.<job id>.tar.tmp` (write_snapshot).
+JOB_WORK = re.compile(r"\.([0-9a-f]{32})\.(?:work|tar\.tmp)")
+# velaio.files.write_atomic's temporary file (a record being written): `.<name>.<hex>.tmp`.
+ATOMIC_TEMP = re.compile(r"\..+\.[0-9a-f]{32}\.tmp")
+TEMP_AGE_S = 3600.0
+
+
 def sweep_folder(folder: Path, jobs: JobStore) -> list[str]:
     """Remove what jobs that are over left in a snapshots folder: work folders and temporary tars (`.<job>.*`), and
     the record of a snapshot whose tar is gone (a delete cut short). An unfinished job's work stays for its re-run."""
     removed = []
     for entry in folder.iterdir():
-        if entry.name.startswith("."):
-            job = entry.name[1:].split(".", 1)[0]
+        if (work := JOB_WORK.fullmatch(entry.name)) is not None:
+            job = work.group(1)
+        elif ATOMIC_TEMP.fullmatch(entry.name):  # a write_atomic cut short; a live one is milliseconds old
+            with contextlib.suppress(OSError):
+                if time.time() - entry.stat().st_mtime > TEMP_AGE_S:
+                    entry.unlink()
+                    removed.append(entry.name)
+            continue
         elif entry.suffix == ".json" and not entry.with_suffix(".tar").exists():
             info = read_info(entry.with_suffix(".tar"))
             job = info.job if info is not None else ""

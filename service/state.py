@@ -74,11 +74,11 @@ def build_state(settings: Settings) -> AppState:
     if settings.redis_url:
         # Production: jobs go through Redis to `vela worker` processes; this process only serves.
         queue = RedisJobQueue(settings.redis_url, stream=settings.queue_stream, jobs=jobs)
-    elif settings.serving_processes > 1:
-        # One of several `vela serve` processes: jobs run in whichever holds the job runner's lock.
-        queue = SharedLaneQueue(jobs, run, data_dir / "jobs.lock", on_lead=lambda: maintain(collections, jobs))
     else:
-        queue = LaneQueue(jobs, run)  # writes keep running beside a reindex (indexing/lanes.py)
+        # Jobs run in whichever process holds the job runner's lock: one of this `vela serve`'s processes, or of
+        # another serving the same data directory (a second host, a replica), never two at once. The lanes keep
+        # writes running beside a reindex (indexing/lanes.py).
+        queue = SharedLaneQueue(jobs, run, data_dir / "jobs.lock", on_lead=lambda: maintain(collections, jobs))
     metrics = Metrics(collections, jobs, multiprocess=settings.serving_processes > 1)
     encoders = QueryEncoders(
         embedders,
