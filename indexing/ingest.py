@@ -56,6 +56,8 @@ def run_job(
     if job.status in TERMINAL:  # another worker ran it meanwhile
         return job.status
 
+    made: float | None = None  # when the collection the job found was made
+
     def run_older(older: str) -> object:
         return run_job(
             job_id=older,
@@ -80,6 +82,7 @@ def run_job(
             )
         let_older_writes_end(job, jobs, run_older)  # writes to one collection take effect in the order sent
         coll = collections.get(job.collection)
+        made = collections.made_at(job.collection)  # deleted (and made again) under the job: another one then
         payload = jobs.payload(job_id)
         coll.reload_settings()  # a schema another process declared since this one opened the collection
         if ray is not None and isinstance(coll, ShardedCollection) and job.kind == JobKind.UPSERT:
@@ -104,6 +107,8 @@ def run_job(
         with serving_writer(coll, collections.follow) as coll:
             if (now := jobs.get(job_id).status) in TERMINAL:  # run to its end by another worker meanwhile
                 return now
+            if collections.made_at(job.collection) != made:  # deleted (and made again) while the job waited
+                raise CollectionNotFound(job.collection)
             embedder = embedders.get(coll.settings.embedder)
             coll.reload_settings()  # read again under the lock: a schema job may have run meanwhile
             status = _run_batches(
@@ -126,8 +131,9 @@ def run_job(
     except CollectionNotFound:
         return end_job(jobs, job_id, JobStatus.CANCELLED, error=f"collection {job.collection!r} was deleted")
     except Exception as exc:
-        if jobs.cancel_requested(job_id) and not collections.is_collection(job.collection):
-            # Deleted while the job ran: its files went from under it. Cancelled, as the delete asked.
+        if made is not None and collections.made_at(job.collection) != made:
+            # Deleted while the job ran (and perhaps made again by a later write): its files went from under it.
+            # Cancelled, as the delete cancels the collection's other jobs.
             log.info("job stopped: collection deleted", extra={"job_id": job_id, "error": str(exc)})
             return end_job(jobs, job_id, JobStatus.CANCELLED, error=f"collection {job.collection!r} was deleted")
         log.exception("job failed", extra={"job_id": job_id, "collection": job.collection})

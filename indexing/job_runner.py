@@ -43,7 +43,8 @@ class SharedLaneQueue:
         poll_s: float = POLL_S,
     ) -> None:
         self.jobs = jobs
-        self.lanes = LaneQueue(jobs, run)
+        self._job = run
+        self.lanes = LaneQueue(jobs, self._run)
         self.lock_path = lock_path
         self.on_lead = on_lead  # start-up maintenance: done by the process that runs jobs, when it starts to
         self.poll_s = poll_s
@@ -53,6 +54,15 @@ class SharedLaneQueue:
         self._hand_lock = threading.RLock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="vela-job-runner", daemon=True)
+
+    def _run(self, job_id: str) -> object:
+        """Run the job; once it has run it is no longer one handed over, so that a retry of it (queued again, maybe
+        before any poll) is handed to the lanes again rather than taken for one they already hold."""
+        try:
+            return self._job(job_id)
+        finally:
+            with self._seen_lock:
+                self._seen.discard(job_id)
 
     @property
     def leading(self) -> bool:

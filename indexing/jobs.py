@@ -4,13 +4,14 @@ What a job is (kinds, statuses, the `Job` record, the errors) lives in indexing/
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -110,12 +111,26 @@ class JobStore:
         no server's runner then takes it for one a crash left behind). `follow_up`: one a running job queues (a
         context refresh), never refused by `admit`: the job that needs it was taken already."""
         self.check_file()
-        if running_in is None and not follow_up and self.admit is not None:
-            self.admit()
         job_id = uuid.uuid4().hex
-        self._conn().execute(*insert_job(job_id, collection, kind, payload, running_in))
+        with self._admitted(running_in is None and not follow_up) as conn:
+            conn.execute(*insert_job(job_id, collection, kind, payload, running_in))
         self.retention.now_and_then()
         return self.get(job_id)
+
+    @contextlib.contextmanager
+    def _admitted(self, ask: bool) -> Iterator[sqlite3.Connection]:
+        """A write transaction in which `admit` (when `ask`) was asked first: its count of unfinished jobs and the
+        insert made in the block are one step, so that processes queueing at once cannot pass the limit together."""
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if ask and self.admit is not None:
+                self.admit()  # on this thread's connection: inside the transaction
+            yield conn
+            conn.execute("COMMIT")
+        except BaseException:
+            rollback(conn)
+            raise
 
     def create_unless_unfinished(
         self,
@@ -129,21 +144,13 @@ class JobStore:
         """Create the job (as `create` does) unless a job of one of `kinds` on the collection is queued or running:
         then that job's id. One transaction, so that of two requests sent together (from any processes) only one
         gets a job."""
-        if running_in is None and self.admit is not None:
-            self.admit()
-        conn = self._conn()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        self.check_file()
+        job_id = uuid.uuid4().hex
+        with self._admitted(running_in is None) as conn:
             other = self.unfinished_of(collection, kinds)  # on this connection, inside the transaction
             if other is not None:
-                conn.execute("COMMIT")
                 return other
-            job_id = uuid.uuid4().hex
             conn.execute(*insert_job(job_id, collection, kind, payload, running_in))
-            conn.execute("COMMIT")
-        except BaseException:
-            rollback(conn)
-            raise
         return self.get(job_id)
 
     def unfinished_of(self, collection: str, kinds: frozenset[JobKind]) -> str | None:

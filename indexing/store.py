@@ -240,6 +240,14 @@ class CollectionStore:
             self.check_shard_room(name, shards)
             yield
 
+    def made_at(self, name: str) -> float | None:
+        """When the collection named `name` (not an alias) was made; None when there is none. Another time than
+        before: it was deleted and made again meanwhile (a folder's inode can be reused; this time is not)."""
+        try:
+            return load_settings(self.root / name).created_at
+        except (OSError, ValueError, KeyError):
+            return None
+
     def exists(self, name: str) -> bool:
         return self.is_collection(self.resolve(name))
 

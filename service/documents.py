@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from indexing.bm25 import BM25Params
@@ -77,19 +78,9 @@ def get_or_create_collection(
         s.embedder if embedder is None else request_model(settings=s, name=embedder, kind="embedder", field="embedder")
     )
     model_dir = str(state.embedders.resolve(chosen))
+    asked = _Asked(model_dir if embedder is not None else None, shards, schema)
     if state.collections.exists(name):
-        coll = state.collections.get(name)
-        if embedder is not None and coll.settings.embedder != model_dir:
-            shown_model = public_model_name(settings=s, stored=coll.settings.embedder)
-            raise CollectionConflict(f"collection {name!r} already uses embedder {shown_model!r}")
-        if shards is not None and coll.settings.shards != shards:
-            raise CollectionConflict(f"collection {name!r} already has {coll.settings.shards} shard(s)")
-        if schema is not None and coll.settings.schema != schema:
-            raise CollectionConflict(
-                f"collection {name!r} has another schema ({json.dumps(coll.settings.schema)}): "
-                "change it with PUT /collections/{name}/schema"
-            )
-        return coll
+        return _as_asked(state, state.collections.get(name), asked)
     restoring = state.jobs.unfinished_of(name, frozenset({JobKind.RESTORE}))
     if restoring is not None:  # the name is the restore's: writes go to it once the restore has made it
         raise CollectionConflict(f"a restore into {name!r} is under way (job {restoring}): write once it has ended")
@@ -112,7 +103,40 @@ def get_or_create_collection(
         shards=shards or 1,
         schema=schema or {"fields": {}, "strict": False},
     )
-    return state.collections.create(settings)
+    try:
+        coll = state.collections.create(settings)
+    except CollectionConflict:
+        if not state.collections.exists(name):
+            raise
+        coll = state.collections.get(name)  # another embedder's, made meanwhile: said below by its public name
+    # Another request (in this process or another) may have made it first, with its own settings: this one's
+    # must agree with them as they would have a moment later, or it is refused, never silently dropped.
+    return _as_asked(state, coll, asked)
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """What a write asked of its collection (None: not asked)."""
+
+    embedder: str | None  # the model's folder
+    shards: int | None
+    schema: dict[str, Any] | None
+
+
+def _as_asked(state: AppState, coll: Collection, asked: _Asked) -> Collection:
+    """`coll`, when it has what the request asked for; CollectionConflict otherwise."""
+    name, embedder, shards, schema = coll.name, asked.embedder, asked.shards, asked.schema
+    if embedder is not None and coll.settings.embedder != embedder:
+        shown_model = public_model_name(settings=state.settings, stored=coll.settings.embedder)
+        raise CollectionConflict(f"collection {name!r} already uses embedder {shown_model!r}")
+    if shards is not None and coll.settings.shards != shards:
+        raise CollectionConflict(f"collection {name!r} already has {coll.settings.shards} shard(s)")
+    if schema is not None and coll.settings.schema != schema:
+        raise CollectionConflict(
+            f"collection {name!r} has another schema ({json.dumps(coll.settings.schema)}): "
+            "change it with PUT /collections/{name}/schema"
+        )
+    return coll
 
 
 def submit_upsert(

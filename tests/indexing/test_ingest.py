@@ -176,3 +176,34 @@ def test_a_delete_run_again_after_a_crash_adds_to_what_it_had_deleted(
     jobs.set_result(job.id, {"deleted": 5})
     assert run_job(job_id=job.id, jobs=jobs, collections=store, embedders=embedders) == JobStatus.SUCCEEDED
     assert jobs.get(job.id).result == {"deleted": 12} and coll.docstore.counts()[0] == 0
+
+
+def test_a_job_whose_collection_was_deleted_and_made_again_under_it_is_cancelled(
+    store: CollectionStore, settings: CollectionSettings, embedders: EmbedderCache, tmp_path: Path
+) -> None:
+    """A write accepted just as its collection was deleted (the delete's cancel came before the job was recorded)
+    runs on the folder the delete removes, while a later write makes the name again: it ends cancelled, as the
+    delete's other jobs do, not failed with the missing folder's FileNotFoundError (a retry would be wrong)."""
+    import dataclasses
+
+    from indexing.collection import Collection
+
+    store.create(settings)
+    jobs = JobStore(tmp_path / "jobs.sqlite3")
+    job = jobs.create(collection="c1", kind=JobKind.UPSERT, payload=DOCS)
+    real = Collection.reload_settings
+    once: list[bool] = []
+
+    def deleted_and_made_again(self: Collection) -> bool:
+        if not once:  # the job has its collection object; it has not taken the writer lock yet
+            once.append(True)
+            store.delete("c1")
+            store.create(dataclasses.replace(settings, created_at=settings.created_at + 1))  # a new request's
+        return real(self)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Collection, "reload_settings", deleted_and_made_again)
+        status = run_job(job_id=job.id, jobs=jobs, collections=store, embedders=embedders, batch_size=4)
+    assert status == JobStatus.CANCELLED
+    assert jobs.get(job.id).error == "collection 'c1' was deleted"
+    assert store.get("c1").docstore.counts() == (0, 0)  # the new collection holds nothing of the old job

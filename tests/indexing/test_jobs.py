@@ -1,4 +1,5 @@
-"""The job store: one-at-a-time creation from many threads at once, and an ended job's status kept final."""
+"""The job store: one-at-a-time creation from many threads at once, a limit on queued jobs that holds across
+processes, and an ended job's status kept final."""
 
 from __future__ import annotations
 
@@ -6,6 +7,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from indexing.jobs import GENERATION_KINDS, Job, JobKind, JobStatus, JobStore, end_job
+
+
+class Full(Exception):
+    pass
 
 
 def test_only_one_of_many_simultaneous_generation_jobs_is_created(tmp_path: Path) -> None:
@@ -63,3 +68,31 @@ def test_an_ended_jobs_status_and_result_are_final_until_a_retry(tmp_path: Path)
     jobs.start(failed.id)
     assert jobs.finish(failed.id, JobStatus.SUCCEEDED)
     assert jobs.get(failed.id).status == JobStatus.SUCCEEDED and jobs.get(failed.id).attempts == 2
+
+
+def test_a_limit_on_unfinished_jobs_holds_when_many_stores_queue_at_once(tmp_path: Path) -> None:
+    # Each store stands for a process: its admission counts the unfinished jobs, and the count and the insert are
+    # one transaction, so 16 writers racing for the last 5 places make exactly 5 jobs.
+    limit = 5
+
+    def store() -> JobStore:
+        jobs = JobStore(tmp_path / "jobs.sqlite3")
+
+        def admit() -> None:
+            if jobs.unfinished_count() >= limit:
+                raise Full()
+
+        jobs.admit = admit
+        return jobs
+
+    def submit(_: int) -> bool:
+        try:
+            store().create(collection="c", kind=JobKind.UPSERT, payload=[{}])
+        except Full:
+            return False
+        return True
+
+    with ThreadPoolExecutor(8) as pool:
+        made = list(pool.map(submit, range(16)))
+    assert sum(made) == limit
+    assert JobStore(tmp_path / "jobs.sqlite3").unfinished_count() == limit

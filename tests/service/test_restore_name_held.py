@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from indexing.jobs import JobKind
+from indexing.jobs import JobKind, JobStatus
 from tests.service.conftest import running_app
 from tests.service.document_helpers import index
 
@@ -16,8 +16,8 @@ def test_index_or_an_alias_into_a_name_being_restored_is_409_until_the_restore_e
 ) -> None:
     with running_app(tmp_path / "data", embedder=str(tiny_embedder_dir)) as (client, app):
         jobs = app.state.vela.jobs
-        # a restore queued into "held" (recorded, not run: as one waiting behind others in the long-jobs lane)
-        job = jobs.create(collection="held", kind=JobKind.RESTORE, payload=[{"into": "held"}])
+        # a restore into "held" under way (recorded as running in another process, so this one's runner leaves it)
+        job = jobs.create(collection="held", kind=JobKind.RESTORE, payload=[{"into": "held"}], running_in="elsewhere")
         r = client.post("/index", json={"collection": "held", "documents": [{"id": "a", "text": "tides"}]})
         assert r.status_code == 409 and r.json()["error"]["code"] == "conflict", r.text
         assert "restore" in r.json()["error"]["message"] and job.id in r.json()["error"]["message"]
@@ -27,7 +27,7 @@ def test_index_or_an_alias_into_a_name_being_restored_is_409_until_the_restore_e
         r = client.put("/aliases/held", json={"collection": "other"})
         assert r.status_code == 409 and job.id in r.json()["error"]["message"], r.text
         assert client.get("/aliases/held").status_code == 404
-        jobs.request_cancel(job.id)  # a queued job is cancelled at once
+        jobs.finish(job.id, JobStatus.CANCELLED)  # the restore ends
         index(client, "held", [{"id": "a", "text": "tides"}])  # once the restore has ended, the name is free
         assert client.post("/collections/held/count").json()["count"] == 1
 
