@@ -50,7 +50,15 @@ class BackgroundWork:
         def merge() -> None:
             if not coll.root.is_dir():  # the collection was deleted while this merge waited: nothing to merge
                 return
-            if coll.merge():
+            try:
+                merged = coll.merge()
+            except Exception as exc:
+                if coll.root.is_dir():
+                    raise
+                # Deleted while it merged (a merge takes no writer lock): its files went from under it. No fault.
+                log.info("merge stopped: collection deleted", extra={"collection": coll.name, "error": str(exc)})
+                return
+            if merged:
                 store.published(coll)
 
         self.submit(("merge", id(coll)), merge)

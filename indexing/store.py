@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import logging
 import shutil
@@ -93,6 +94,8 @@ class CollectionStore:
         try:
             changed = coll.refresh(self.fanout)
         except (IndexNotReady, ManifestError, SegmentError, OSError) as exc:
+            if self._gone(coll.name):  # deleted while this tick read it: no failure to report
+                return False
             self.refresh_backoff.failed(coll.name, str(exc))
             return False
         self.refresh_backoff.succeeded(coll.name)
@@ -308,6 +311,20 @@ class CollectionStore:
             # (its check saw the collection still there) goes too, and no later put can point at it.
             self.aliases.remove_targeting(coll.name)
         shutil.rmtree(trash, ignore_errors=True)
+        # The doc store's connections that other threads opened are only dropped (DocStore.close), and they sit in
+        # reference cycles: until a collection of the garbage collector, the deleted files keep their disk space.
+        threading.Thread(target=gc.collect, name="vela-gc", daemon=True).start()
+
+    def remove_leftovers(self) -> list[str]:
+        """Remove folders under a collection's name that hold no collection (no settings file): what a merge or a
+        job racing a delete left where the collection was. A collection is renamed into place whole, so a folder
+        without settings is never one, and `create` would clear it anyway."""
+        removed = []
+        for entry in self.root.iterdir():
+            if NAME_RE.fullmatch(entry.name) and entry.is_dir() and not (entry / SETTINGS_FILE).exists():
+                shutil.rmtree(self._to_trash(entry), ignore_errors=True)
+                removed.append(entry.name)
+        return removed
 
     def _to_trash(self, root: Path) -> Path:
         """Move a collection's directory out of the way at once (a rename); the caller deletes the files after."""

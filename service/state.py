@@ -156,7 +156,9 @@ def queue_status(state: AppState) -> str:
 def maintain(collections: CollectionStore, jobs: JobStore) -> None:
     """What the process that runs jobs does before it runs any: every collection checked against its doc store
     (a write a crash cut short is finished or undone), and the generations of reindexes that are over removed
-    (a running one resumes)."""
+    (a running one resumes); folders that hold no collection (what a merge racing a delete left) go."""
+    for name in collections.remove_leftovers():
+        log.info("removed a folder that held no collection", extra={"folder": name})
     for name in collections.names():
         try:
             outcome = collections.get(name).check_consistency()

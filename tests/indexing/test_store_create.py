@@ -3,6 +3,7 @@ while creating left behind is cleared by the next create."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 import time
@@ -72,3 +73,45 @@ def test_the_lock_file_is_no_collection(tmp_path: Path, settings: CollectionSett
     store = CollectionStore(tmp_path)
     store.create(dataclasses.replace(settings, shards=shards))
     assert store.names() == ["c1"] and store.shards_held() == shards
+
+
+def test_folders_that_hold_no_collection_are_removed_and_collections_stay(
+    tmp_path: Path, settings: CollectionSettings
+) -> None:
+    store = CollectionStore(tmp_path)
+    store.create(settings)
+    (store.root / "race-5" / "segments").mkdir(parents=True)  # what a merge racing a delete left
+    (store.root / "race-5" / "segments" / "publish.lock").touch()
+    assert store.remove_leftovers() == ["race-5"]
+    assert sorted(p.name for p in store.root.iterdir()) == ["c1"]
+    assert store.names() == ["c1"]
+
+
+def test_a_deleted_collections_doc_store_files_are_let_go_by_every_thread(
+    tmp_path: Path, settings: CollectionSettings
+) -> None:
+    """Connections other threads opened to the doc store sit in reference cycles once dropped: the delete has the
+    garbage collector run, so that the deleted files give their disk space back without waiting for it."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    store = CollectionStore(tmp_path)
+    coll = store.create(settings)
+    with ThreadPoolExecutor(4) as pool:  # each thread opens a connection of its own, as request threads do
+        list(pool.map(lambda _: coll.docstore.counts(), range(40)))
+
+    def held() -> int:
+        """Files of this test's doc stores the process holds open."""
+        targets = []
+        for fd in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(OSError):  # an fd closed while listed
+                targets.append(os.readlink(f"/proc/self/fd/{fd}"))
+        return sum("docs.sqlite3" in t and str(tmp_path) in t for t in targets)
+
+    assert held() > 0
+    store.delete("c1")
+    for _ in range(200):  # the collection runs on a background thread
+        if held() == 0:
+            break
+        time.sleep(0.05)
+    assert held() == 0
