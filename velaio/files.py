@@ -116,14 +116,19 @@ def init_sqlite(path: Path, init: Callable[[sqlite3.Connection], None]) -> None:
 
 
 def connect_sqlite(path: Path, *, foreign_keys: bool = False) -> sqlite3.Connection:
-    """A connection to a database made by init_sqlite (WAL; NORMAL sync is durable across process crashes).
+    """A connection to a database made by init_sqlite (WAL, FULL sync: a commit is on disk when it returns).
+
+    FULL rather than NORMAL: NORMAL survives a process crash, but a power loss or a kernel crash can roll back the
+    last commits, and a doc store and the job store roll back independently (a job recorded `succeeded` whose
+    documents were lost). FULL costs one fsync per transaction (about 1 ms here; a job's create, start, progress
+    and end took 0.6 ms in all with NORMAL and 4 to 5 ms with FULL), small beside embedding a batch.
 
     It opens the file read-write and never creates it (SQLite's `mode=rw`): a thread still working on a collection
     that was deleted meanwhile gets an error, instead of leaving an empty database where the collection was."""
     uri = f"file:{quote(os.fspath(path))}?mode=rw"
     conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
     conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
-    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA synchronous=FULL")
     if foreign_keys:
         conn.execute("PRAGMA foreign_keys=ON")
     return conn
