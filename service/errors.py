@@ -93,7 +93,7 @@ def out_of_files(exc: BaseException | None) -> bool:
 
 # SQLite's messages for the same faults (sqlite3 raises OperationalError, with no errno).
 _SQLITE_FULL = ("database or disk is full",)
-_SQLITE_UNWRITABLE = ("attempt to write a readonly database", "disk i/o error", "unable to open database file")
+_SQLITE_UNWRITABLE = ("attempt to write a readonly database", "disk i/o error")
 
 
 def storage_fault(exc: BaseException | None) -> str | None:
