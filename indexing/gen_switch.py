@@ -34,8 +34,11 @@ class SwitchedAlready(Exception):
 
 
 def root_and_serving(collections: CollectionStore, name: str) -> tuple[Path, Collection]:
-    """The collection's own directory (where its pointer is) and the generation that serves it now."""
-    coll = collections.get(name)
+    """The collection's own directory (where its pointer is) and the generation that serves it now, as the pointer
+    on disk names it. The store's copy can be older: a `vela worker` runs no background reader, so after a switch
+    made elsewhere it still holds the generation it opened first (an API process, for a reader tick). A rollback
+    from that generation to itself took its writer lock twice and waited for itself for ever."""
+    coll = collections.follow(collections.get(name))
     return collections.root / coll.name, coll
 
 

@@ -14,6 +14,7 @@ from indexing.filter_match import matching_ids
 from indexing.filters import Schema, parse_filter
 from indexing.fusion_choice import after_ingest
 from indexing.generations import serving_writer
+from indexing.job_start import start_when_free
 from indexing.jobs import GENERATION_KINDS, SNAPSHOT_KINDS, TERMINAL, JobKind, JobStatus, JobStore, end_job
 from indexing.merger import after_commit
 from indexing.metadata_fit import late_misfit, value_fits
@@ -52,7 +53,7 @@ def run_job(
     job = jobs.get(job_id)
     if job.status in TERMINAL:
         return job.status
-    job = jobs.start(job_id, worker)
+    job = start_when_free(jobs, job_id, worker)  # waits while another worker runs it
     if job.status in TERMINAL:  # another worker ran it meanwhile
         return job.status
 

@@ -41,6 +41,16 @@ class JobLeases:
             return None, None
         return self.owner, time.time() + self.lease_s
 
+    def startable(self) -> tuple[str, tuple[object, ...]]:
+        """The SQL condition (and its values) under which a job may be started by this process: queued, or running
+        with no live lease of another process. A live lease means that another worker runs the job now (it renews
+        the lease while it does), so a second start would run it twice at once. A running job may be started when
+        its lease expired (its worker is gone), when it has none (an in-process queue or a CLI that crashed: those
+        keep one runner at a time by other means), or when this process holds it (a run of its own that could not
+        record its end: a worker runs one job at a time)."""
+        clause = "(status = ? OR (status = ? AND (lease_until IS NULL OR lease_until < ? OR lease_owner = ?)))"
+        return clause, (_QUEUED, _RUNNING, time.time(), self.owner)
+
     def renew(self) -> int:
         """Push the lease of every running job this process started `lease_s` ahead; how many."""
         if self.lease_s is None:

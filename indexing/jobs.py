@@ -219,16 +219,20 @@ class JobStore:
         """Jobs a crash may have interrupted, oldest first: they run again (at-least-once)."""
         return lookups.ids_by_status(self._conn(), UNFINISHED)
 
-    def start(self, job_id: str, worker: str = "in-process") -> Job:
-        """Mark the job running, unless it has ended meanwhile (another worker ran it): the job as it is. Leased
-        to this process when the store leases jobs (a `vela worker`'s), unleased otherwise."""
+    def start(self, job_id: str, worker: str = "in-process") -> Job | None:
+        """Mark the job running here, in one conditional statement, and return it; an ended job is returned as it
+        is (another worker ran it). None, changing nothing, while another process runs it under a live lease
+        (`JobLeases.startable`): of two workers that start one job at once, one runs it. Leased to this process
+        when the store leases jobs (a `vela worker`'s), unleased otherwise."""
         owner, until = self.leases.on_start()
-        self._conn().execute(
+        startable, values = self.leases.startable()
+        cur = self._conn().execute(
             "UPDATE jobs SET status = ?, started_at = COALESCE(started_at, ?), attempts = attempts + 1, "
-            "worker = ?, lease_owner = ?, lease_until = ? WHERE id = ? AND status IN (?, ?)",
-            (JobStatus.RUNNING.value, time.time(), worker, owner, until, job_id, *UNFINISHED),
+            f"worker = ?, lease_owner = ?, lease_until = ? WHERE id = ? AND {startable}",
+            (JobStatus.RUNNING.value, time.time(), worker, owner, until, job_id, *values),
         )
-        return self.get(job_id)
+        job = self.get(job_id)
+        return job if cur.rowcount == 1 or job.status in TERMINAL else None
 
     def progress(self, job_id: str, done: int, total: int | None = None) -> None:
         """Work done so far; `total` when the job learns its size only as it runs (a reindex counts documents)."""

@@ -143,7 +143,7 @@ def _build(
 ) -> dict[str, Any]:
     """Build the generation `target` (sync and catch-up passes), gate it, and promote it or mark it ready."""
     gen = gens.generation_of(target)
-    source = collections.get(spec["collection"])
+    _, source = root_and_serving(collections, spec["collection"])
 
     def stop() -> bool:
         return jobs.cancel_requested(job_id) or not root.exists()  # cancelled, or the collection deleted
@@ -157,7 +157,7 @@ def _build(
     t0 = time.monotonic()
     documents = {"embedded": 0, "copied": 0}  # encoded by the new embedder, or stored with the source's vectors
     for attempt in range(1 + CATCH_UP_PASSES):
-        source = collections.get(spec["collection"])  # a write job may have published meanwhile
+        _, source = root_and_serving(collections, spec["collection"])  # a write job may have published meanwhile
         try:
             with target.writer():
                 outcome = sync(

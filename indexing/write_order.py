@@ -5,7 +5,10 @@ ingest beside a server) each take the next job that is free, and two writes sent
 collection's writer lock newest first: the older one would then overwrite the newer one. So before a write takes
 the lock it lets every older unfinished write of its collection end first: one that nobody has started yet it runs
 itself, here (its own worker later finds it ended and skips it); one that runs elsewhere it waits for, and takes
-over when it has made no progress for `stall_s` (its worker died: at-least-once, as the queue itself does).
+over when it has made no progress for `stall_s` (its worker died: at-least-once, as the queue itself does). Either
+way the run goes through `run_job`'s exclusive start (indexing/job_start.py): when the older write's own worker
+started it first, or a stalled one's worker still holds a live lease, this worker waits for that run to end
+instead of running the write a second time beside it.
 """
 
 from __future__ import annotations

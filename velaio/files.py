@@ -5,10 +5,12 @@ from __future__ import annotations
 import fcntl
 import os
 import sqlite3
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 from urllib.parse import quote
 
 BUSY_TIMEOUT_S = 60.0
@@ -72,13 +74,50 @@ def file_identity(path: Path) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
+class LockReentered(RuntimeError):
+    """A thread asked for a file lock it holds already: waiting would never end (see `file_lock`)."""
+
+
+# The lock files each thread holds, by (device, inode). A flock belongs to an open file description, not to the
+# process: a thread that opens a lock file it holds and locks it again waits for itself for ever (a worker whose
+# rollback opened one generation's writer lock twice hung so, SIGTERM and all). Such a second take is refused.
+_held = threading.local()
+
+
+def _held_here() -> set[tuple[int, int]]:
+    held: set[tuple[int, int]] | None = getattr(_held, "locks", None)
+    if held is None:
+        held = _held.locks = set()
+    return held
+
+
+def _identity(fh: IO[str]) -> tuple[int, int]:
+    st = os.fstat(fh.fileno())
+    return st.st_dev, st.st_ino
+
+
+@contextmanager
+def _holding(fh: IO[str]) -> Iterator[None]:
+    """Records that this thread holds the lock on `fh` (the caller has just taken it) until the block ends."""
+    key = _identity(fh)
+    _held_here().add(key)
+    try:
+        yield
+    finally:
+        _held_here().discard(key)
+
+
 @contextmanager
 def file_lock(path: Path) -> Iterator[None]:
-    """An exclusive lock across processes (flock), released by the kernel when the holder dies."""
+    """An exclusive lock across processes (flock), released by the kernel when the holder dies. Other threads of
+    this process wait for it as other processes do; the thread that holds it gets LockReentered instead."""
     with open(path, "a+") as fh:
+        if _identity(fh) in _held_here():
+            raise LockReentered(f"{path.name} is held by this thread already: taking it again would wait for ever")
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
-            yield
+            with _holding(fh):
+                yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
@@ -93,7 +132,8 @@ def try_file_lock(path: Path) -> Iterator[bool]:
             yield False
             return
         try:
-            yield True
+            with _holding(fh):
+                yield True
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
