@@ -20,6 +20,8 @@ import regex
 import Stemmer
 from bm25s.stopwords import STOPWORDS_EN
 
+from velaio.files import load_npy
+
 METHODS = ("lucene", "okapi", "robertson", "atire", "bm25l", "bm25+")
 # A term is a word of at least `min_token_chars` characters. 2 is bm25s's (and scikit-learn's) own pattern, the
 # default; 1 also keeps single letters and digits, as Lucene's standard analyzer does ("vitamin D", "type 2").
@@ -223,7 +225,7 @@ class BM25Index:
     def load(cls, directory: Path, *, mmap: bool = True) -> BM25Index:
         meta = json.loads((directory / PARAMS_FILE).read_text())
         params = BM25Params.from_json(meta)
-        ids = np.load(directory / IDS_FILE, allow_pickle=False)
+        ids = load_npy(directory / IDS_FILE)
         if ids.shape != (int(meta["num_docs"]),):
             raise ValueError(f"{directory}: {ids.shape[0]} ids for {meta['num_docs']} documents")
         if ids.shape[0] == 0:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from velaio.files import try_file_lock, write_atomic
+from velaio.files import load_npy, try_file_lock, write_atomic
 
 CURRENT = "CURRENT"
 # The current manifest and three before it: a reader may still be loading one, and a sharded collection's set
@@ -83,7 +83,7 @@ def load_dead(directory: Path, entry: dict[str, Any]) -> np.ndarray:
     rows = int(entry["rows"])
     if not entry.get("deletes"):
         return np.zeros(rows, bool)
-    bits = np.load(directory / entry["deletes"], allow_pickle=False)
+    bits = load_npy(directory / entry["deletes"])
     return np.unpackbits(bits, count=rows, bitorder="little").astype(bool)
 
 

@@ -27,6 +27,7 @@ import numpy as np
 from bm25s.scoring import _select_idf_scorer, _select_tfc_scorer
 
 from indexing.bm25 import BM25Params, TokenIdCorpus
+from velaio.files import load_npy
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,7 @@ class Postings:
     def load(cls, directory: Path) -> Postings:
         # Memory-mapped, then seen as plain arrays: slicing a np.memmap costs a subclass round trip per call.
         arrays = [
-            np.asarray(np.load(directory / f"{n}.npy", mmap_mode="r")) for n in ("indptr", "rows", "tf", "lengths")
+            np.asarray(load_npy(directory / f"{n}.npy", mmap_mode="r")) for n in ("indptr", "rows", "tf", "lengths")
         ]
         p = cls(json.loads((directory / "terms.json").read_text()), *arrays)
         bad_size = int(p.indptr[-1]) != p.rows.shape[0] or p.rows.shape != p.tf.shape

@@ -35,7 +35,7 @@ from indexing.payload import FILE as PAYLOAD_FILE
 from indexing.payload import Payload
 from indexing.postings import Postings
 from models.embedder.modeling_embedder import truncate_embeddings
-from velaio.files import fsync_tree
+from velaio.files import fsync_tree, load_npy
 
 INFO = "segment.json"
 
@@ -89,8 +89,8 @@ class Segment:
             # On a GPU host above VELA_GPU_MIN_PASSAGES: searched on the GPU; the file stays the source of truth.
             full = gpu_index.place(faiss.read_index(str(root / "dense-full.faiss")))
             small = faiss.read_index(str(root / "dense-small.faiss"))
-            pids = np.load(root / "pids.npy", allow_pickle=False)
-            docs = np.load(root / "docs.npy", allow_pickle=False)
+            pids = load_npy(root / "pids.npy")
+            docs = load_npy(root / "docs.npy")
             postings = Postings.load(root / "bm25")
             payload = Payload.load(root)
         except SegmentError:

@@ -35,7 +35,7 @@ from indexing.merge_policy import TieredMergePolicy
 from indexing.postings import Postings
 from indexing.segment import Segment, SegmentBuilder
 from models.cde.context import CorpusContext
-from velaio.files import file_lock, try_file_lock
+from velaio.files import file_lock, load_npy, try_file_lock
 
 log = logging.getLogger("vela.segments")
 _thread_locks: dict[str, threading.Lock] = {}
@@ -138,7 +138,7 @@ class ShardWriter:
             return segments
         dead = np.sort(dead)
         for e in segments:
-            pids = np.load(self.dir / e["name"] / "pids.npy", mmap_mode="r")  # (rows,) ascending
+            pids = load_npy(self.dir / e["name"] / "pids.npy", mmap_mode="r")  # (rows,) ascending
             mask = load_dead(self.dir, e)
             hit = np.isin(pids, dead, assume_unique=True) & ~mask
             if hit.any():
@@ -224,7 +224,7 @@ class ShardWriter:
                 return False  # a rebuild replaced them meanwhile: this merge is moot
             # Passages deleted from the sources while the merge ran are deleted in the merged segment too.
             gone = [
-                np.load(self.dir / e["name"] / "pids.npy", mmap_mode="r")[load_dead(self.dir, e)]
+                load_npy(self.dir / e["name"] / "pids.npy", mmap_mode="r")[load_dead(self.dir, e)]
                 for e in m["segments"]
                 if e["name"] in picked
             ]

@@ -7,6 +7,7 @@ import gc
 import json
 import logging
 import shutil
+import sqlite3
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -37,6 +38,8 @@ from velaio.files import file_lock, write_atomic
 
 log = logging.getLogger("vela.collections")
 REFRESH_S = 0.05  # how often the background reader looks for newly published manifests
+# What reading a collection raises when its files go from under the read (deleted meanwhile, or damaged).
+READ_FAULTS = (IndexNotReady, ManifestError, SegmentError, sqlite3.OperationalError, FileNotFoundError)
 CREATE_LOCK = "collections.lock"  # in the data directory: held while a collection is checked against the caps and made
 
 
@@ -215,6 +218,7 @@ class CollectionStore:
         if hasattr(self.fanout, "forget"):
             self.fanout.forget(coll.shard_refs())
         coll.close()
+        _let_go()
 
     def _forget_failures(self, name: str) -> None:
         self.refresh_backoff.forget(name)
@@ -311,9 +315,7 @@ class CollectionStore:
             # (its check saw the collection still there) goes too, and no later put can point at it.
             self.aliases.remove_targeting(coll.name)
         shutil.rmtree(trash, ignore_errors=True)
-        # The doc store's connections that other threads opened are only dropped (DocStore.close), and they sit in
-        # reference cycles: until a collection of the garbage collector, the deleted files keep their disk space.
-        threading.Thread(target=gc.collect, name="vela-gc", daemon=True).start()
+        _let_go()
 
     def remove_leftovers(self) -> list[str]:
         """Remove folders under a collection's name that hold no collection (no settings file): what a merge or a
@@ -333,3 +335,10 @@ class CollectionStore:
         with contextlib.suppress(FileNotFoundError):  # another process moved it first
             root.rename(trash)
         return trash
+
+
+def _let_go() -> None:
+    """After a collection is closed: the doc store's connections that other threads opened are only dropped
+    (DocStore.close), and they sit in reference cycles, so until the garbage collector runs the deleted files keep
+    their disk space. It runs now, on a thread of its own (off the request that deleted)."""
+    threading.Thread(target=gc.collect, name="vela-gc", daemon=True).start()

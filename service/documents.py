@@ -155,6 +155,7 @@ def submit_upsert(
         check_metadata_types(schema=schema, documents=documents)
     new = not state.collections.exists(collection)
     if new:  # refused before the collection is made (the job store checks again as it queues the job)
+        state.jobs.check_file()
         check_room(state.settings, state.jobs)
     coll = get_or_create_collection(state=state, name=collection, embedder=embedder, shards=shards, schema=schema)
     check_metadata_types(schema=coll.settings.schema, documents=documents)

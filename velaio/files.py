@@ -10,8 +10,10 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO
+from typing import IO, Literal
 from urllib.parse import quote
+
+import numpy as np
 
 BUSY_TIMEOUT_S = 60.0
 
@@ -63,6 +65,18 @@ def write_atomic(path: Path, data: bytes) -> None:
         tmp.unlink(missing_ok=True)
         raise
     fsync_dir(path.parent)
+
+
+# numpy parses a .npy header with ast.literal_eval, and CPython 3.11's AST constructor is not safe across threads
+# (gh-106905: "SystemError: AST constructor recursion depth mismatch" when two threads parse at once; a search's
+# catch-up and the background reader both load segments). One header at a time; the data itself is mapped.
+_NPY_LOCK = threading.Lock()
+
+
+def load_npy(path: Path, *, mmap_mode: Literal["r"] | None = None) -> np.ndarray:
+    """np.load of a .npy file (never a pickle), one header parse at a time (see _NPY_LOCK)."""
+    with _NPY_LOCK:
+        return np.load(path, mmap_mode=mmap_mode, allow_pickle=False)
 
 
 def file_identity(path: Path) -> tuple[int, int] | None:

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Response
 from fastapi.concurrency import run_in_threadpool
 
 from indexing.collection import CollectionNotFound
+from indexing.store import READ_FAULTS
 from service import timing
 from service.api.json_body import JsonRoute
 from service.deps import State
@@ -100,6 +101,17 @@ def _to_response(result: SearchResult, cleaned: dict[int, dict[str, Any]] | None
     )
 
 
+def _searched(state: AppState, name: str, **kw: Any) -> list[SearchResult]:
+    """search_batch; a collection deleted while it was searched (its files went from under the search) is a 404,
+    as it would have been a moment later, not a 500."""
+    try:
+        return search_batch(**kw)
+    except READ_FAULTS as exc:
+        if state.collections.exists(name) and kw["collection"].root.is_dir():
+            raise
+        raise ApiError(404, "collection_not_found", f"no collection named {shown(name)}") from exc
+
+
 async def _run(state: AppState, opts: SearchOptions, queries: list[str]) -> list[SearchResult]:
     try:
         coll = state.collections.get(opts.collection)
@@ -146,8 +158,9 @@ async def _run(state: AppState, opts: SearchOptions, queries: list[str]) -> list
     start = time.perf_counter()
     timing.mark(timing.HANDED)  # search_batch records the wait for a thread (and the GIL) from here: `thread`
     # Encoding and index scans are CPU work: keep them off the event loop.
+    search = partial(_searched, state, opts.collection, collection=coll, fanout=state.collections.fanout)
     results = await run_in_threadpool(
-        partial(search_batch, collection=coll, fanout=state.collections.fanout),
+        search,
         embedder=embedder,
         queries=queries,
         k=opts.k,
