@@ -174,8 +174,8 @@ def connect_sqlite(path: Path, *, foreign_keys: bool = False) -> sqlite3.Connect
 
     FULL rather than NORMAL: NORMAL survives a process crash, but a power loss or a kernel crash can roll back the
     last commits, and a doc store and the job store roll back independently (a job recorded `succeeded` whose
-    documents were lost). FULL costs one fsync per transaction (about 1 ms here; a job's create, start, progress
-    and end took 0.6 ms in all with NORMAL and 4 to 5 ms with FULL), small beside embedding a batch.
+    documents were lost). FULL costs one fsync per transaction: about 0.3 ms here (a job's create, start, progress
+    and end, 0.31 ms in all with NORMAL and 1.54 ms with FULL: bench/sqlite_sync.py), small beside embedding a batch.
 
     It opens the file read-write and never creates it (SQLite's `mode=rw`): a thread still working on a collection
     that was deleted meanwhile gets an error, instead of leaving an empty database where the collection was."""
