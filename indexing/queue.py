@@ -28,8 +28,13 @@ class RunAgain:
         self._lock = threading.Lock()
 
     def later(self, job_id: str, exc: BaseException) -> None:
+        """Hand the job back after its next wait. The first crash of a job is logged with its traceback (an error);
+        the retries that follow are one warning line each, however long the store stays unwritable."""
         with self._lock:
+            first = job_id not in self._waits
             wait = self._waits[job_id] = min(self._waits.get(job_id, self.FIRST_WAIT_S / 2) * 2, self.MAX_WAIT_S)
+        if first:
+            log.error("job crashed", exc_info=exc, extra={"job_id": job_id})
         log.warning("job will run again", extra={"job_id": job_id, "in_s": wait, "error": str(exc)})
         timer = threading.Timer(wait, self._hand_back, args=(job_id,))
         timer.daemon = True
@@ -124,7 +129,6 @@ class InProcessQueue:
             except Exception as exc:
                 # The job could not be started or ended (its store unwritable: a full disk, a read-only or failing
                 # filesystem): it is still queued or running in the store, and run again later, not left there.
-                log.exception("job crashed", extra={"job_id": job_id})
                 self._again.later(job_id, exc)
             else:
                 self._again.done(job_id)

@@ -19,7 +19,15 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from indexing import deadline
 from service import timing
-from service.errors import REQUEST_ID, ApiError, error_response, internal_error, shown, timeout_message
+from service.errors import (
+    REQUEST_ID,
+    ApiError,
+    error_response,
+    internal_error,
+    shown,
+    storage_fault,
+    timeout_message,
+)
 from service.server import ABORT_CONNECTION, ARRIVED, MAX_PARSED_URL, URI_TOO_LONG
 
 log = logging.getLogger("vela.service")
@@ -130,7 +138,12 @@ def request_guard(
                 if abort is not None:
                     abort()
         except Exception as exc:
-            log.exception("unhandled error", extra={"request_id": rid, "path": scope.get("path")})
+            if storage_fault(exc) is not None:  # the disk, not a bug: one line, no traceback (the answer says so)
+                log.warning(
+                    "storage fault", extra={"request_id": rid, "path": scope.get("path"), "error": str(exc)[:500]}
+                )
+            else:
+                log.exception("unhandled error", extra={"request_id": rid, "path": scope.get("path")})
             if started:
                 raise  # half a response went out: the server closes the connection
             await internal_error(exc)(scope, receive, send_direct)

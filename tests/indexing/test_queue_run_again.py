@@ -14,7 +14,7 @@ from indexing.queue import InProcessQueue, RunAgain
 
 
 def test_a_job_whose_start_failed_runs_again_once_the_store_takes_writes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setattr(RunAgain, "FIRST_WAIT_S", 0.05)
     jobs = JobStore(tmp_path / "jobs.sqlite3")
@@ -43,6 +43,11 @@ def test_a_job_whose_start_failed_runs_again_once_the_store_takes_writes(
         q.stop()
     assert full == [0]
     assert jobs.get(job.id).status == JobStatus.SUCCEEDED
+    # The first crash is an error with its traceback; each retry after it one warning line.
+    crashed = [r for r in caplog.records if r.getMessage() == "job crashed"]
+    again = [r for r in caplog.records if r.getMessage() == "job will run again"]
+    assert len(crashed) == 1 and crashed[0].levelname == "ERROR" and crashed[0].exc_info is not None
+    assert len(again) == 2 and all(r.levelname == "WARNING" and r.exc_info is None for r in again)
 
 
 def test_a_stopping_queue_hands_nothing_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -38,7 +38,12 @@ def app(tmp_path: Path, tiny_embedder_dir: Path) -> Iterator[tuple[httpx.Client,
     ],
 )
 def test_a_write_that_meets_a_full_or_unwritable_disk_is_answered_in_the_error_shape(
-    app: tuple[httpx.Client, Any], monkeypatch: pytest.MonkeyPatch, fault: Exception, status: int, words: str
+    app: tuple[httpx.Client, Any],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    fault: Exception,
+    status: int,
+    words: str,
 ) -> None:
     client, state = app
 
@@ -52,6 +57,8 @@ def test_a_write_that_meets_a_full_or_unwritable_disk_is_answered_in_the_error_s
     err = error_body(r)
     assert err["code"] == ("insufficient_storage" if status == 507 else "unavailable")
     assert words in err["message"] and "nothing was stored" in err["message"]
+    logged = [r for r in caplog.records if r.name == "vela.service" and r.levelname in ("WARNING", "ERROR")]
+    assert [r.getMessage() for r in logged] == ["storage fault"] and logged[0].exc_info is None  # no bug: no trace
     monkeypatch.undo()
     assert client.get("/jobs").json() == jobs_before
     assert client.post("/search", json={"collection": "c", "query": "tides", "mode": "bm25"}).status_code == 200
