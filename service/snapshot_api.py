@@ -158,14 +158,15 @@ def earlier_restore(*, state: AppState, into: str, sha256: str | None) -> Job | 
         job = state.jobs.get(job_id)
         if job.status in (JobStatus.QUEUED, JobStatus.RUNNING):
             payload = state.jobs.payload(job_id)  # dropped once the job ends: then its result says
-            same = bool(payload) and payload[0].get("sha256") == sha256
-        else:
-            made = job.result or {}
-            same = (
-                job.status == JobStatus.SUCCEEDED
-                and made.get("sha256") == sha256
-                and restored_by(state.collections, into, made.get("created_at"))
-            )
+            if payload:
+                return job if payload[0].get("sha256") == sha256 else None
+            job = state.jobs.get(job_id)  # it ended between the two reads (a small restore takes a moment)
+        made = job.result or {}
+        same = (
+            job.status == JobStatus.SUCCEEDED
+            and made.get("sha256") == sha256
+            and restored_by(state.collections, into, made.get("created_at"))
+        )
     except JobNotFound:
         return None
     return job if same else None
