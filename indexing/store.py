@@ -243,8 +243,15 @@ class CollectionStore:
         """Hold the right to put a new collection `name` of `shards` shards into place (a restore renames its
         folder inside the block): ShardLimitExceeded first when it would pass a cap. No other process creates or
         places a collection meanwhile, so two cannot both pass the cap."""
-        with self._lock, file_lock(self.data_dir / CREATE_LOCK):
+        with self._creating():
             self.check_shard_room(name, shards)
+            yield
+
+    @contextlib.contextmanager
+    def _creating(self) -> Iterator[None]:
+        """This process's lock and the data directory's: no thread or process creates or places a collection
+        meanwhile, so a check of the caps and the rename it allows are one step."""
+        with self._lock, file_lock(self.data_dir / CREATE_LOCK):
             yield
 
     def made_at(self, name: str) -> float | None:
@@ -267,9 +274,7 @@ class CollectionStore:
         validate_name(settings.name)
         if self.aliases.target(settings.name) is not None:
             raise CollectionConflict(f"{settings.name!r} is an alias; a collection needs a name of its own")
-        # The lock file makes the check and the rename one step across processes: two API processes or workers
-        # creating collections at the same moment cannot both pass the shard cap.
-        with self._lock, file_lock(self.data_dir / CREATE_LOCK):
+        with self._creating():  # two processes creating at the same moment cannot both pass the shard cap
             root = self.root / settings.name
             if (root / SETTINGS_FILE).is_file():
                 _same_embedder(root, settings)
