@@ -13,7 +13,7 @@ checks the two against each other.
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,58 +59,29 @@ class LooseColumn:
 
     @classmethod
     def build(cls, entries: Sequence[Mapping[str, Any]], key: str, check: Check | None = None) -> LooseColumn:
+        return cls.build_many(entries, (key,), check)[key]
+
+    @classmethod
+    def build_many(
+        cls, entries: Sequence[Mapping[str, Any]], keys: Iterable[str], check: Check | None = None
+    ) -> dict[str, LooseColumn]:
+        """The columns of `keys`, in one pass over the entries."""
         n = len(entries)
-        present, null = np.zeros(n, bool), np.zeros(n, bool)
-        cols: dict[str, tuple[list[int], list[Any]]] = {t: ([], []) for t in ("i", "f", "b", "s")}
-        huge: list[tuple[int, int]] = []
-        vocab: dict[str, int] = {}
+        acc = {k: _Values(n) for k in keys}
+        if not acc:
+            return {}
         for e, md in enumerate(entries):
             if check is not None and e % CHECK_EVERY == CHECK_EVERY - 1:
                 check()
-            if key not in md:
-                continue
-            value = md[key]
-            if value is None:
-                null[e] = True
-                continue
-            for x in value if isinstance(value, list) else (value,):
-                if x is None:
-                    continue
-                present[e] = True
-                y: float
-                if isinstance(x, bool):
-                    t, y = "b", int(x)
-                elif isinstance(x, int):
-                    if not INT64[0] <= x < INT64[1]:
-                        huge.append((e, x))
-                        continue
-                    t, y = "i", x
-                elif isinstance(x, float):
-                    t, y = "f", x
-                elif isinstance(x, str):
-                    t, y = "s", vocab.setdefault(x, len(vocab))
-                else:  # an object or a list inside the list: it exists, and equals or lies in no range
-                    continue
-                cols[t][0].append(e)
-                cols[t][1].append(y)
-        strings = Typed.of(*cols["s"], np.int64)
-        date_of = [parse_datetime(s) for s in vocab]  # code -> epoch µs, or None
-        is_date = np.asarray([d is not None for d in date_of], bool)
-        date_values = np.asarray([d or 0 for d in date_of], np.int64)
-        keep = is_date[strings.values] if strings.values.size else np.zeros(0, bool)
-        dates = Typed(strings.entry[keep], date_values[strings.values[keep]])
-        return cls(
-            n,
-            present,
-            null,
-            Typed.of(*cols["i"], np.int64),
-            Typed.of(*cols["f"], np.float64),
-            Typed.of(*cols["b"], np.int64),
-            strings,
-            dates,
-            tuple(huge),
-            vocab,
-        )
+            if len(md) <= len(acc):
+                for k, value in md.items():
+                    if k in acc:
+                        acc[k].add(e, value)
+            else:
+                for k, a in acc.items():
+                    if k in md:
+                        a.add(e, md[k])
+        return {k: a.column() for k, a in acc.items()}
 
     def mask(self, node: Match | Range | Exists | IsNull) -> np.ndarray:
         """(n,) bool: the entries whose document passes the condition."""
@@ -200,3 +171,60 @@ _PYTHON_OPS = {"gt": operator.gt, "gte": operator.ge, "lt": operator.lt, "lte": 
 
 def _holds(x: int, op: str, bound: float) -> bool:
     return bool(_PYTHON_OPS[op](x, bound))
+
+
+class _Values:
+    """One field's values gathered entry by entry, split by type, then made into its column."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.present, self.null = np.zeros(n, bool), np.zeros(n, bool)
+        self.cols: dict[str, tuple[list[int], list[Any]]] = {t: ([], []) for t in ("i", "f", "b", "s")}
+        self.huge: list[tuple[int, int]] = []
+        self.vocab: dict[str, int] = {}
+
+    def add(self, e: int, value: Any) -> None:
+        if value is None:
+            self.null[e] = True
+            return
+        for x in value if isinstance(value, list) else (value,):
+            if x is None:
+                continue
+            self.present[e] = True
+            y: float
+            if isinstance(x, bool):
+                t, y = "b", int(x)
+            elif isinstance(x, int):
+                if not INT64[0] <= x < INT64[1]:
+                    self.huge.append((e, x))
+                    continue
+                t, y = "i", x
+            elif isinstance(x, float):
+                t, y = "f", x
+            elif isinstance(x, str):
+                t, y = "s", self.vocab.setdefault(x, len(self.vocab))
+            else:  # an object or a list inside the list: it exists, and equals or lies in no range
+                continue
+            self.cols[t][0].append(e)
+            self.cols[t][1].append(y)
+
+    def column(self) -> LooseColumn:
+        cols = self.cols
+        strings = Typed.of(*cols["s"], np.int64)
+        date_of = [parse_datetime(s) for s in self.vocab]  # code -> epoch µs, or None
+        is_date = np.asarray([d is not None for d in date_of], bool)
+        date_values = np.asarray([d or 0 for d in date_of], np.int64)
+        keep = is_date[strings.values] if strings.values.size else np.zeros(0, bool)
+        dates = Typed(strings.entry[keep], date_values[strings.values[keep]])
+        return LooseColumn(
+            self.n,
+            self.present,
+            self.null,
+            Typed.of(*cols["i"], np.int64),
+            Typed.of(*cols["f"], np.float64),
+            Typed.of(*cols["b"], np.int64),
+            strings,
+            dates,
+            tuple(self.huge),
+            self.vocab,
+        )

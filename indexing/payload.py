@@ -4,14 +4,17 @@
 document repeat it). The typed columns of the collection's declared fields are built from it when a
 segment is loaded for a manifest that declares them (off the request path) and kept with the segment, so
 a filter on a declared field is a few numpy operations. A filter on an undeclared field is numpy work too,
-over that field's values split by type (indexing/loose_column.py), made the first time a filter names the
-field in this segment and kept; it is slower than a declared field only that first time. Every condition
-checks the request's deadline (indexing/deadline.py) first.
+over that field's values split by type (indexing/loose_column.py). Those columns are built with the segment's
+load as well, for the undeclared fields its documents hold (the MAX_PREBUILT held by most documents, as
+Elasticsearch's dynamic mapping indexes every field it meets), so a filter finds them ready; the column of a
+further field is made the first time a filter names it in this segment, and kept. Every condition checks the
+request's deadline (indexing/deadline.py) first.
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +28,9 @@ from indexing.filters import RANGE_OPS, Bool, Exists, IsNull, Match, Node, Range
 from indexing.loose_column import LooseColumn
 
 FILE = "metadata.jsonl"
+# Undeclared fields whose columns a segment's load builds: with 2 bool arrays of its entries each, 64 fields cost
+# 128 bytes a document beside the values themselves; a segment whose documents hold more keys builds the rest on use.
+MAX_PREBUILT = 64
 
 
 @dataclass(frozen=True)
@@ -107,7 +113,9 @@ class Payload:
             row_entry[r] = e
         self.row_entry = row_entry
         self.keys = frozenset(k for md in self.entries for k in md)
-        self.loose: dict[str, LooseColumn] = {}  # undeclared fields' columns, each made when a filter first names it
+        # Undeclared fields' columns: built by index_undeclared, or by the first filter that names a further one.
+        self.loose: dict[str, LooseColumn] = {}
+        self.prebuilt = False
 
     def __len__(self) -> int:
         return len(self.metadata)
@@ -141,6 +149,16 @@ class Payload:
         for key, kind in fields.items():
             if (key, kind) not in self.columns:
                 self.columns[(key, kind)] = Column.build(self.metadata, key, kind)
+
+    def index_undeclared(self, declared: Mapping[str, str]) -> None:
+        """Build the columns of the undeclared fields the documents hold (at most MAX_PREBUILT, those held by
+        most documents first): one pass over the entries, the first time the segment is loaded (a segment is
+        immutable, and later views reuse it)."""
+        if self.prebuilt:
+            return
+        held = Counter(k for md in self.entries for k in md if k not in declared)
+        self.loose.update(LooseColumn.build_many(self.entries, [k for k, _ in held.most_common(MAX_PREBUILT)]))
+        self.prebuilt = True
 
     def _loose(self, key: str) -> LooseColumn:
         """The column of an undeclared field, made once per segment (one pass over the field's values, stopped

@@ -113,6 +113,7 @@ class ShardView:
         for e in manifest["segments"]:
             seg = known.get(e["name"]) or Segment.load(directory / e["name"], ef_search=ef)
             seg.payload.index(fields)  # the declared fields' columns, built once per segment
+            seg.payload.index_undeclared(fields)  # and the undeclared ones': a filter finds every column ready
             parts.append(LiveSegment.make(seg, load_dead(directory, e)))
         ctx = manifest.get("context")
         context = CorpusContext.load(directory / f"ctx-{ctx}") if ctx else None

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from indexing import deadline
 from indexing.filter_match import matches
-from indexing.filters import parse_filter
-from indexing.payload import Payload
+from indexing.filters import Schema, parse_filter
+from indexing.payload import MAX_PREBUILT, Payload
 
 HUGE = 10**400
 NUMBERS: list[Any] = [
@@ -107,3 +107,77 @@ def test_building_a_large_column_checks_the_deadline() -> None:
     assert len(calls) == 3
     col = LooseColumn.build([{"v": i} for i in range(10)], "v")
     assert np.array_equal(col.ints.values, np.arange(10))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=st.lists(metadata, min_size=1, max_size=8), raws=st.lists(condition, min_size=1, max_size=3))
+def test_columns_built_at_load_answer_as_the_scan_does(rows: list[dict[str, Any]], raws: list[dict[str, Any]]) -> None:
+    shared = [rows[i % len(rows)] for i in range(len(rows) * 2)]
+    p = Payload(shared)
+    p.index_undeclared({})  # what a segment's load does: every field held gets its column, in one pass
+    built = dict(p.loose)
+    for raw in [*raws, {"must_not": raws}]:
+        node = _parse(raw)
+        if node is None:
+            continue
+        assert p.mask(node, {}).tolist() == [matches(node, md) for md in shared], raw
+    assert p.loose == built  # no filter built a column
+
+
+def test_a_loaded_segment_has_every_undeclared_column_and_a_filter_builds_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    from indexing.loose_column import LooseColumn
+
+    rows: list[dict[str, Any]] = [{"tenant": "a", "year": 2020, "tags": ["x", "y"]}, {"tenant": "b", "n": None}, {}]
+    p = Payload(rows)
+    p.index({"tenant": "keyword"})
+    p.index_undeclared({"tenant": "keyword"})
+    assert set(p.loose) == {"year", "tags", "n"}  # the declared field has its typed column instead
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a column was built on the request path")
+
+    monkeypatch.setattr(LooseColumn, "build", refuse)
+    monkeypatch.setattr(LooseColumn, "build_many", refuse)
+    for raw, want in (
+        ({"key": "year", "range": {"gte": 2000}}, [0]),
+        ({"key": "tags", "match": {"value": "y"}}, [0]),
+        ({"is_null": {"key": "n"}}, [1]),
+        ({"key": "tenant", "match": {"value": "b"}}, [1]),
+        ({"exists": {"key": "absent"}}, []),
+    ):
+        node = parse_filter(raw, Schema({"tenant": "keyword"}))
+        assert node is not None
+        assert np.flatnonzero(p.mask(node, {"tenant": "keyword"})).tolist() == want, raw
+    p.index_undeclared({})  # a later view of the same segment: nothing is built again
+    assert set(p.loose) == {"year", "tags", "n"}
+
+
+def test_past_the_cap_the_fields_held_by_fewest_documents_are_built_on_use() -> None:
+    rows = [{f"k{j}": i for j in range(MAX_PREBUILT + 2) if i >= j} for i in range(MAX_PREBUILT + 2)]
+    p = Payload(rows)
+    p.index_undeclared({})
+    assert set(p.loose) == {f"k{j}" for j in range(MAX_PREBUILT)}  # k0 is held by every row, k65 by one
+    node = parse_filter({"key": f"k{MAX_PREBUILT + 1}", "range": {"gte": 0}})
+    assert node is not None
+    assert np.flatnonzero(p.mask(node, {})).tolist() == [MAX_PREBUILT + 1]
+    assert f"k{MAX_PREBUILT + 1}" in p.loose
+
+
+def test_one_pass_over_many_fields_makes_the_columns_one_field_at_a_time_makes() -> None:
+    from indexing.loose_column import LooseColumn
+
+    rows: list[dict[str, Any]] = [
+        {"v": [1, "a", 2.5, True, None, 2**70], "w": "2024-01-01"},
+        {"v": None},
+        {"w": [3, {"k": 1}], "z": 1},
+        {},
+    ]
+    many = LooseColumn.build_many(rows, ["v", "w", "z"])
+    for key in ("v", "w", "z"):
+        one = LooseColumn.build(rows, key)
+        for name in ("present", "null"):
+            assert getattr(many[key], name).tolist() == getattr(one, name).tolist()
+        for name in ("ints", "floats", "bools", "strings", "dates"):
+            a, b = getattr(many[key], name), getattr(one, name)
+            assert a.entry.tolist() == b.entry.tolist() and a.values.tolist() == b.values.tolist()
+        assert many[key].huge == one.huge and dict(many[key].vocab) == dict(one.vocab)
