@@ -7,6 +7,7 @@ import logging
 import sqlite3
 from collections.abc import Mapping
 from contextvars import ContextVar
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -19,7 +20,7 @@ from indexing.deadline import DeadlineExceeded
 from indexing.filters import FilterError, Node, Schema, parse_filter
 from indexing.jobs import JobStoreMoved
 from indexing.queue import QueueUnavailable
-from service.capacity import DiskFull, QueueFull
+from service.capacity import DiskFull, QueueFull, free_disk
 
 log = logging.getLogger("vela.service")
 
@@ -94,11 +95,15 @@ def out_of_files(exc: BaseException | None) -> bool:
 # SQLite's messages for the same faults (sqlite3 raises OperationalError, with no errno).
 _SQLITE_FULL = ("database or disk is full",)
 _SQLITE_UNWRITABLE = ("attempt to write a readonly database", "disk i/o error")
+NEARLY_FULL_BYTES = 1024 * 1024  # free bytes under which SQLite's "disk I/O error" is taken for a full disk
 
 
-def storage_fault(exc: BaseException | None) -> str | None:
+def storage_fault(exc: BaseException | None, data_dir: Path | None = None) -> str | None:
     """ "full" when `exc` (or what caused it) is the data directory's disk out of space, "unwritable" when its
-    filesystem refused the write (read-only, failing): neither is a bug of the request. None otherwise."""
+    filesystem refused the write (read-only, failing): neither is a bug of the request. None otherwise.
+
+    SQLite reports some writes that found no room as "disk I/O error" (a journal or shared-memory file that could
+    not grow: seen with under 64 KiB free): with `data_dir`'s disk nearly full, that is a full disk too."""
     for e in _chain(exc):
         if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
             return "full"
@@ -109,11 +114,20 @@ def storage_fault(exc: BaseException | None) -> str | None:
             if any(m in text for m in _SQLITE_FULL):
                 return "full"
             if any(m in text for m in _SQLITE_UNWRITABLE):
-                return "unwritable"
+                return "full" if "i/o" in text and _nearly_full(data_dir) else "unwritable"
     return None
 
 
-def internal_error(exc: BaseException | None = None) -> JSONResponse:
+def _nearly_full(data_dir: Path | None) -> bool:
+    if data_dir is None:
+        return False
+    try:
+        return free_disk(data_dir)[0] < NEARLY_FULL_BYTES
+    except OSError:
+        return False
+
+
+def internal_error(exc: BaseException | None = None, data_dir: Path | None = None) -> JSONResponse:
     """What a client sees of a bug: the shape and the request id to quote, never a traceback. Faults that are no
     bug of the request get their own answers: out of file handles is a 503, to send again later as the operator
     raises the limit; a full disk is a 507, as below VELA_MIN_FREE_DISK_MB (the free-space check runs before a
@@ -125,7 +139,7 @@ def internal_error(exc: BaseException | None = None) -> JSONResponse:
             "the operator raises the limit or deletes collections"
         )
         return error_response(503, "unavailable", message, headers={"Retry-After": "5"})
-    fault = storage_fault(exc)
+    fault = storage_fault(exc, data_dir)
     if fault == "full":
         message = "the data directory's disk is full: nothing was stored; free space, then send the request again"
         return error_response(507, "insufficient_storage", message)
@@ -251,7 +265,8 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _unhandled(request: Request, exc: Exception) -> JSONResponse:
         # Last resort, in Starlette's outermost layer: the request guard middleware normally answers first.
         log.error("unhandled error", exc_info=exc, extra={"request_id": REQUEST_ID.get(), "path": request.url.path})
-        return internal_error(exc)
+        state = getattr(request.app.state, "vela", None)
+        return internal_error(exc, state.settings.data_dir if state is not None else None)
 
 
 def parse_request_filter(raw: Any, schema: dict[str, Any], path: str = "filter") -> Node | None:

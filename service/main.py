@@ -105,7 +105,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         ),
     )
     app.add_middleware(
-        _Wrap, factory=partial(request_guard, timeout_s=settings.request_timeout_s, access_log=settings.access_log)
+        _Wrap,
+        factory=partial(
+            request_guard,
+            timeout_s=settings.request_timeout_s,
+            access_log=settings.access_log,
+            data_dir=settings.data_dir,
+        ),
     )
     app.add_middleware(_Wrap, factory=partial(state.metrics.asgi, routes=lambda: app.routes))
     install_error_handlers(app)

@@ -13,6 +13,7 @@ import re
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -55,6 +56,7 @@ def request_guard(
     min_bytes: int = TRANSFER_MIN_BYTES,
     access_log: bool = False,
     piece_bytes: int = RESPONSE_PIECE_BYTES,
+    data_dir: Path | None = None,
 ) -> ASGIApp:
     """Gives every request an id (the X-Request-ID response header, `request_id` of error bodies and error logs),
     a Server-Timing header (service/timing.py: the stages the request went through, in ms), a deadline (503
@@ -138,7 +140,9 @@ def request_guard(
                 if abort is not None:
                     abort()
         except Exception as exc:
-            if storage_fault(exc) is not None:  # the disk, not a bug: one line, no traceback (the answer says so)
+            if (
+                storage_fault(exc, data_dir) is not None
+            ):  # the disk, not a bug: one line, no traceback (the answer says so)
                 log.warning(
                     "storage fault", extra={"request_id": rid, "path": scope.get("path"), "error": str(exc)[:500]}
                 )
@@ -146,7 +150,7 @@ def request_guard(
                 log.exception("unhandled error", extra={"request_id": rid, "path": scope.get("path")})
             if started:
                 raise  # half a response went out: the server closes the connection
-            await internal_error(exc)(scope, receive, send_direct)
+            await internal_error(exc, data_dir)(scope, receive, send_direct)
         finally:
             if not task.done():  # past the deadline, or we were cancelled ourselves (client gone, shutdown)
                 task.cancel()

@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from indexing.jobs import JobStore
+from service import capacity, errors
 from service.errors import internal_error, storage_fault
 from tests.service.conftest import error_body, running_app, wait_job
 
@@ -62,6 +63,26 @@ def test_a_write_that_meets_a_full_or_unwritable_disk_is_answered_in_the_error_s
     monkeypatch.undo()
     assert client.get("/jobs").json() == jobs_before
     assert client.post("/search", json={"collection": "c", "query": "tides", "mode": "bm25"}).status_code == 200
+
+
+def test_sqlites_disk_io_error_on_a_nearly_full_disk_is_a_507(
+    app: tuple[httpx.Client, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Under about 64 KiB free, SQLite says "disk I/O error" (a file it could not grow), not "disk is full".
+    client, state = app
+    free = {"bytes": 10 * 1024}
+    monkeypatch.setattr(errors, "free_disk", lambda path: (free["bytes"], 10**12))
+    monkeypatch.setattr(capacity, "free_disk", lambda path: (10**12, 10**12))  # past the free-space check
+
+    def fails(*args: Any, **kwargs: Any) -> Any:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(state.jobs, "create", fails)
+    r = client.post("/index", json={"collection": "c", "documents": [DOC]})
+    assert r.status_code == 507 and error_body(r)["code"] == "insufficient_storage", r.text
+    free["bytes"] = 10**9  # room left: the filesystem itself is failing
+    r = client.post("/index", json={"collection": "c", "documents": [DOC]})
+    assert r.status_code == 503 and error_body(r)["code"] == "unavailable", r.text
 
 
 def test_faults_are_found_down_the_chain_and_a_bug_stays_a_500() -> None:
