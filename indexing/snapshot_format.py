@@ -13,6 +13,7 @@ member), then `collection.json`, then the doc store(s) and, for a CDE collection
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -140,12 +141,16 @@ def find_snapshot(root: Path, collection: str, name: str) -> tuple[Path, Snapsho
     raise SnapshotNotFound(name)
 
 
-def delete_snapshot(root: Path, collection: str, name: str) -> None:
+def delete_snapshot(root: Path, collection: str, name: str, *, tidy: bool = False) -> None:
     """The tar first, then what the listing read of it (a crash in between leaves an unlisted record, removed by
-    the collection's next snapshot job)."""
+    the collection's next snapshot job). With `tidy` (the collection is gone), its folder too once it is empty: a
+    snapshot job makes its work folder inside before anything else, so an empty folder has no job writing to it."""
     path, _ = find_snapshot(root, collection, name)
     path.unlink(missing_ok=True)
     info_path(path).unlink(missing_ok=True)
+    if tidy:
+        with contextlib.suppress(OSError):  # not empty (another snapshot, a job's work folder): kept
+            path.parent.rmdir()
 
 
 def check_manifest(manifest: Any) -> dict[str, Any]:

@@ -226,7 +226,11 @@ def write_snapshot(
 ) -> dict[str, Any]:
     coll = collections.get(spec["collection"])  # CollectionNotFound: the job is cancelled (deleted meanwhile)
     folder = from_data_dir(spec["dir"], collections.data_dir) / coll.name
-    folder.mkdir(parents=True, exist_ok=True)
+    work, tmp = folder / f".{job_id}.work", folder / f".{job_id}.tar.tmp"
+    shutil.rmtree(work, ignore_errors=True)
+    # The work folder first, with the collection's folder: a folder that holds it is never removed as empty (the
+    # tidy-up when a dropped collection's last snapshot is deleted).
+    work.mkdir(parents=True)
     sweep_folder(folder, jobs)
     name = str((jobs.get(job_id).result or {}).get("snapshot") or new_name(coll.name))
     while (done := read_info(folder / name)) is not None and done.job != job_id:
@@ -234,10 +238,8 @@ def write_snapshot(
     jobs.set_result(job_id, {"snapshot": name})  # before the snapshot is written: a re-run makes this one
     final = folder / name
     if final.is_file() and done is not None:  # renamed into place before a crash: it is whole
+        shutil.rmtree(work, ignore_errors=True)
         return _result(done)
-    work, tmp = folder / f".{job_id}.work", folder / f".{job_id}.tar.tmp"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir()
     try:
         with gens.serving_writer(coll, collections.follow) as coll:
             coll.reload_settings()

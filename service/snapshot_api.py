@@ -108,7 +108,8 @@ def snapshot_file(*, state: AppState, collection: str, snapshot: str) -> tuple[P
 
 def remove_snapshot(*, state: AppState, collection: str, snapshot: str) -> None:
     owner = _owner_of(state=state, collection=collection, snapshot=snapshot)
-    delete_snapshot(snapshots_root(state.settings), owner, snapshot)
+    gone = not state.collections.is_collection(owner)  # a dropped collection's: its folder goes with its last one
+    delete_snapshot(snapshots_root(state.settings), owner, snapshot, tidy=gone)
 
 
 def check_new_name(*, state: AppState, into: str) -> str:

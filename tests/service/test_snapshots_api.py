@@ -124,6 +124,17 @@ def test_download_delete_and_a_listing_that_outlives_its_collection(app: tuple[h
     assert [s["name"] for s in client.get("/collections/gone/snapshots").json()["snapshots"]] == [first]
     _restore(client, "gone", first, "back")
     assert client.get("/collections/back").json()["documents"] == 6
+    # Its last snapshot deleted, the dropped collection leaves no folder behind; a live one keeps its own.
+    folder = data / "snapshots" / "gone"
+    assert folder.is_dir()
+    assert client.delete(f"/collections/gone/snapshots/{first}").status_code == 204
+    assert not folder.exists()
+    assert client.get("/collections/gone/snapshots").status_code == 404
+    kept = _snapshot(client, "back")["snapshot"]
+    assert client.delete(f"/collections/back/snapshots/{kept}").status_code == 204
+    assert (data / "snapshots" / "back").is_dir() and client.get("/collections/back/snapshots").json()[
+        "snapshots"
+    ] == []
 
 
 def test_an_alias_snapshots_and_lists_its_target(app: tuple[httpx.Client, Path]) -> None:
