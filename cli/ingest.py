@@ -108,7 +108,9 @@ def main(args: argparse.Namespace) -> int:
         print(f"vela ingest: {e}", file=sys.stderr)
         return 2
     try:
-        state = build_state(settings)
+        # Its jobs leased, as a worker's are: a worker that finds one running waits for it rather than taking it
+        # for stalled while this process is merely slow, and takes it over only once this process is gone.
+        state = build_state(settings, lease_s=settings.claim_idle_s)
     except (sqlite3.Error, OSError) as e:  # the job store cannot be opened or made (a read-only or full disk)
         print(f"vela ingest: opening the data directory {settings.data_dir}: {e}", file=sys.stderr)
         return 1

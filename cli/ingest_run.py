@@ -9,10 +9,12 @@ both are handled the moment they come (cli/interrupts.py)."""
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import sys
 import threading
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +27,7 @@ from indexing.jobs import JobKind, JobStatus
 from indexing.settings import RayIngestOptions
 
 INTERRUPTED = "interrupted (vela ingest stopped at once)"
+log = logging.getLogger("vela.ingest")
 
 
 @dataclass
@@ -63,6 +66,32 @@ def _record(state: Any, coll: Any, batch: list[dict[str, Any]], worker: str, run
         docs = f"documents {run.done + 1} to {run.done + len(batch)}"
         run.problem = f"could not record the job of {docs} in {state.jobs.path}: {e}{hint}"
         return None
+
+
+@contextmanager
+def renewing(jobs: Any) -> Iterator[None]:
+    """Renew the leases of the jobs this process runs every third of their length, on a thread of its own (a batch
+    inside a long native call does not hold it up), until the block ends."""
+    lease_s = jobs.leases.lease_s
+    done = threading.Event()
+
+    def beat() -> None:
+        while not done.wait(lease_s / 3):
+            try:
+                jobs.leases.renew()
+            except sqlite3.Error as e:  # the job store busy or failing: the next beat tries again
+                log.warning("job leases not renewed", extra={"error": str(e)})
+
+    thread = None
+    if lease_s is not None:
+        thread = threading.Thread(target=beat, name="vela-ingest-leases", daemon=True)
+        thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        if thread is not None:
+            thread.join()
 
 
 def run_jobs(
@@ -132,7 +161,7 @@ def run_jobs(
             run.done += size
 
     # Closed at the last document: the last job's commit after it would otherwise print the bar again, later.
-    with stop, DocumentBar(f"ingest {coll.name}", total=total) as bar:
+    with stop, DocumentBar(f"ingest {coll.name}", total=total) as bar, renewing(state.jobs):
         try:
             run_off_main_thread(run_all, name="vela-ingest-jobs")
         except KeyboardInterrupt:  # stopped mid-batch: failed, so that POST /jobs/{id}/retry can finish it

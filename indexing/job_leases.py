@@ -8,7 +8,8 @@ keep its dead predecessor's jobs alive), and an expiry `lease_s` ahead. The work
 runs on every heartbeat (each batch, and every third of `lease_s` besides), in the job store rather than in Redis,
 so that a Redis outage or restart does not make a live worker's job look abandoned. A running job whose lease has
 expired belongs to a worker that is dead (or stuck for that long, which a takeover treats alike). A job started
-without a lease (the in-process queue, a CLI that runs its own job) is never taken for abandoned.
+without a lease (the in-process queue, `vela reindex`) is never taken for abandoned; `vela ingest` leases the jobs
+it runs and renews them as a worker does (cli/ingest_run.py).
 
 Expiry times are the wall clock of the host that wrote them, compared with the clock of the host that reads them:
 workers on several hosts need clocks that agree to well within `lease_s` (NTP does).

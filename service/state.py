@@ -42,7 +42,9 @@ class AppState:
     ready: bool = False
 
 
-def build_state(settings: Settings) -> AppState:
+def build_state(settings: Settings, *, lease_s: float | None = None) -> AppState:
+    """`lease_s`: the jobs this process starts are leased (indexing/job_leases.py), as a `vela worker`'s are; a CLI
+    that runs its own jobs beside workers renews them while it runs (cli/ingest_run.py)."""
     # VELA_DEVICE / VELA_PRECISION resolved once, first: `cuda` without CUDA stops the start-up (DeviceError).
     device = resolve_device(settings.device)
     precision = resolve_precision(settings.precision, device)
@@ -53,7 +55,7 @@ def build_state(settings: Settings) -> AppState:
     # stop at the shards that limit holds (or VELA_MAX_SHARDS, if lower).
     open_files = raise_open_files_limit()
     collections.shard_cap = shard_cap(settings.max_shards, "VELA_MAX_SHARDS", open_files, settings.max_connections)
-    jobs = JobStore(data_dir / "jobs.sqlite3", retention_s=settings.jobs_retention_s())
+    jobs = JobStore(data_dir / "jobs.sqlite3", retention_s=settings.jobs_retention_s(), lease_s=lease_s)
     admission(settings, jobs)  # no job is queued while the disk is nearly full or the queue is (service/capacity.py)
     embedders = EmbedderCache(device=device, precision=precision, encoder=settings.encoder)
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -181,3 +183,33 @@ def test_ctrl_c_in_a_later_job_stops_there_and_the_rerun_stores_only_the_rest(
     assert main(args) == 0
     assert sum(encoded) == 10  # the documents stored already are not encoded again
     assert CollectionStore(tmp_path / "vela").get("c").stats()["documents"] == 25
+
+
+def test_a_job_the_cli_runs_is_leased_so_a_worker_waits_for_it_however_slow(
+    tmp_path: Path, tiny_embedder_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A worker that finds an older write running with no progress for two minutes runs it itself, unless its
+    # runner holds a live lease: the CLI's jobs are leased and renewed, so a slow batch is not run twice at once.
+    import cli.ingest_run as ingest_run
+
+    monkeypatch.setenv("VELA_CLAIM_IDLE_S", "0.3")
+    real = ingest_run.run_job
+    seen: list[Any] = []  # what the worker's start returned
+
+    def slow_run_job(**kw: Any) -> Any:
+        on_progress = kw["on_progress"]
+
+        def progress(done: int, total: int) -> None:
+            if not seen:
+                threading.Event().wait(1.0)  # three lease lengths without progress
+                worker = JobStore(tmp_path / "vela" / "jobs.sqlite3", lease_s=60)
+                seen.append(worker.start(str(kw["job_id"]), "worker"))
+            on_progress(done, total)
+
+        return real(**{**kw, "on_progress": progress})
+
+    monkeypatch.setattr(ingest_run, "run_job", slow_run_job)
+    assert main([*_corpus(tmp_path, tiny_embedder_dir, n=5), "--collection", "c"]) == 0
+    assert seen == [None]  # the worker could not start it: the CLI's lease was live
+    ((job, _),) = _jobs(tmp_path).listing(kinds=frozenset({JobKind.UPSERT}))
+    assert job.status.value == "succeeded" and job.attempts == 1
