@@ -113,7 +113,8 @@ def parse_datetime(value: Any) -> int | None:
     if not isinstance(value, str) or len(value) > 64:
         return None
     try:
-        t = datetime.fromisoformat(value.replace("Z", "+00:00") if value.endswith("Z") else value)
+        # RFC 3339 allows a lower-case "z" for UTC, which fromisoformat does not read
+        t = datetime.fromisoformat(value[:-1] + "+00:00" if value[-1:] in ("Z", "z") else value)
     except ValueError:
         return None
     if t.tzinfo is None:

@@ -49,7 +49,10 @@ def lone_surrogate_at(value: Any) -> str | None:
                 return path
         elif isinstance(v, dict):
             for k, x in v.items():
-                stack.extend([(k, f"{path}.{k!r}" if path else repr(k)), (x, f"{path}.{k}" if path else str(k))])
+                # The value's path shows its key as the key's own path does when the key is not plain text: a
+                # message must itself be Unicode text.
+                shown = str(k) if not isinstance(k, str) or lone_surrogate_at(k) is None else repr(k)
+                stack.extend([(k, f"{path}.{k!r}" if path else repr(k)), (x, f"{path}.{shown}" if path else shown)])
         elif isinstance(v, list):
             stack.extend((x, f"{path}.{i}" if path else str(i)) for i, x in enumerate(v))
     return None

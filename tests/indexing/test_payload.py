@@ -131,3 +131,13 @@ def test_datetimes_compare_to_the_microsecond_in_any_year() -> None:
     year_10000 = 253_402_300_800 * 10**6  # 10000-01-01T00:00:00Z in epoch microseconds
     assert parse_datetime("9999-12-31T23:59:59.999999Z") == year_10000 - 1
     assert parse_datetime("1969-12-31T23:59:59.999999") == -1
+
+
+def test_rfc_3339_lower_case_z_and_t_are_utc_as_upper_case_ones() -> None:
+    from indexing.filters import parse_datetime
+
+    want = parse_datetime("2024-05-01T10:00:00+00:00")
+    assert want is not None
+    for text in ("2024-05-01T10:00:00Z", "2024-05-01T10:00:00z", "2024-05-01t10:00:00z"):
+        assert parse_datetime(text) == want, text
+    assert parse_datetime("z") is None and parse_datetime("") is None

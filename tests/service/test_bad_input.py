@@ -149,18 +149,36 @@ SURROGATE = '"\\udc00 tides"'  # JSON can spell a lone UTF-16 surrogate; it is n
             "filter.must.0.match",
         ),
         ("PATCH", "/collections/c/documents/a", '{"metadata": {"k": %s}}', "metadata.k"),
+        # The key and its value both: the message names the key escaped, never the surrogate itself (was a 500).
+        (
+            "POST",
+            "/index",
+            '{"collection": "c", "documents": [{"id": "s", "text": "t", "metadata": {%(s)s: %(s)s}}]}',
+            "documents.0.metadata.",
+        ),
+        ("PATCH", "/collections/c/documents/a", '{"metadata": {%(s)s: [%(s)s]}}', "metadata."),
+        ("POST", "/search", '{"collection": "c", "query": "x", "filter": {%(s)s: %(s)s}}', "filter."),
         ("POST", "/collections/c/count", '{"filter": {"must": [{"key": "k", "match": %s}]}}', "filter.must.0.match"),
     ],
 )
 def test_a_lone_surrogate_anywhere_is_422_naming_where(
     small: httpx.Client, method: str, path: str, body: str, where: str
 ) -> None:
-    content = (body % SURROGATE).encode()
+    content = (body % {"s": SURROGATE} if "%(s)s" in body else body % SURROGATE).encode()
     r = small.request(method, path, content=content, headers={"Content-Type": "application/json"})
     assert r.status_code == 422, r.text
     err = r.json()["error"]
     assert err["code"] == "invalid_request" and err["message"].startswith(where) and "surrogate" in err["message"]
     assert small.get("/collections/c").json()["documents"] == 1  # nothing was written
+
+
+def test_a_lone_surrogate_in_a_scroll_filter_is_422_as_in_a_body(small: httpx.Client) -> None:
+    for raw in ('{"key": "\\udc00", "match": {"value": 1}}', '{"key": "k", "match": {"value": "\\udc00"}}'):
+        r = small.get("/collections/c/documents", params={"filter": raw})
+        assert r.status_code == 422, r.text
+        err = r.json()["error"]
+        assert err["code"] == "invalid_filter" and err["message"].startswith("filter.")
+        assert "surrogate" in err["message"]
 
 
 def test_bad_collection_name_and_empty_batch_are_422(small: httpx.Client) -> None:

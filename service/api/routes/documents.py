@@ -47,7 +47,7 @@ from service.document_schemas import (
 from service.documents import BatchTooLarge, InvalidMetadata
 from service.errors import ApiError, parse_request_filter, shown
 from service.limits import check_response_size, document_size
-from service.schemas import CollectionSchema, ErrorResponse, JobAccepted
+from service.schemas import CollectionSchema, ErrorResponse, JobAccepted, lone_surrogate_at
 from service.state import AppState
 
 router = APIRouter(prefix="/collections", tags=["documents"], route_class=JsonRoute)
@@ -89,6 +89,10 @@ def _query_filter(raw: str | None, coll: Collection) -> Node | None:
         parsed = json.loads(raw)
     except (ValueError, RecursionError) as exc:
         raise ApiError(422, "invalid_filter", f"filter: not valid JSON ({str(exc)[:120]})") from exc
+    where = lone_surrogate_at(parsed)  # as a body's filter is refused (schemas.UnicodeBody)
+    if where is not None:
+        at = f"filter.{where}" if where else "filter"
+        raise ApiError(422, "invalid_filter", f"{at}: not Unicode text (a lone UTF-16 surrogate, such as \\udc00)")
     return parse_request_filter(parsed, coll.settings.schema)
 
 
