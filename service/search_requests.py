@@ -63,6 +63,9 @@ class FusionOptions(BaseModel):
         return self
 
 
+DEFAULT_DEPTH = 200
+
+
 class SearchOptions(UnicodeBody):
     model_config = REQUEST_CONFIG
     collection: str = CollectionName
@@ -72,7 +75,13 @@ class SearchOptions(UnicodeBody):
         "full", description="dense and hybrid: the dense index, full dims, or 256-d then a full rescore"
     )
     rrf_k: int = Field(60, ge=1, le=10_000)
-    depth: int = Field(200, ge=1, le=10_000, description="hybrid: each list is cut to this depth before fusion")
+    depth: int = Field(
+        DEFAULT_DEPTH,
+        ge=1,
+        le=10_000,
+        description="hybrid: each list is cut to this depth before fusion; at least offset + k (unset: 200, or "
+        "offset + k when that is more)",
+    )
     weights: dict[Literal["dense", "bm25"], float] | None = Field(None, description="per-list RRF weights")
     group_by_doc: bool = Field(True, description="one hit per document (its best passage)")
     rescore: bool = Field(
@@ -124,7 +133,22 @@ class SearchOptions(UnicodeBody):
             raise ValueError(f"rrf_k is RRF's constant: fusion method {method} does not use it")
         if self.weights is not None and self.fusion is not None and self.fusion.alpha is not None:
             raise ValueError("give rrf either weights or fusion.alpha (which sets both weights), not both")
+        if self.mode == "hybrid":
+            self._depth_reaches_the_page()
         return self
+
+    def _depth_reaches_the_page(self) -> None:
+        """Fusion reads each list to `depth` only, so a page past it would come back short or empty. An explicit
+        depth must reach `offset + k` (as Elasticsearch's rank_window_size must reach from + size); the default
+        one is deepened to it."""
+        end = self.offset + self.k
+        if "depth" not in self.model_fields_set:
+            self.depth = max(DEFAULT_DEPTH, end)
+        elif self.depth < end:
+            raise ValueError(
+                f"depth ({self.depth}) is below offset + k ({end}): hybrid fuses each list's top depth hits only, "
+                "so that page would be short; send depth >= offset + k (the same depth on every page of a query)"
+            )
 
 
 MAX_QUERY_LENGTH = 10_000
