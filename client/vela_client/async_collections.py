@@ -25,7 +25,8 @@ class AsyncCollectionsMixin(AsyncBase):
         return await self._send(calls.get_collection(name))
 
     async def delete_collection(self, name: str) -> None:
-        """Delete a collection, its documents and indexes (its pending jobs are cancelled)."""
+        """Delete a collection, its documents and indexes (its pending jobs are cancelled); by its own name, not an
+        alias (409)."""
         return await self._send(calls.delete_collection(name))
 
     # Generations: another embedder for a collection, without downtime

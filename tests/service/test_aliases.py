@@ -89,12 +89,15 @@ def test_every_route_that_names_a_collection_takes_an_alias(client: httpx.Client
     client.delete("/aliases/all-routes")
 
 
-def test_deleting_through_an_alias_deletes_the_collection_and_its_aliases(client: httpx.Client) -> None:
+def test_an_alias_deletes_no_collection_and_a_deleted_collections_aliases_go_with_it(client: httpx.Client) -> None:
     _index(client, "doomed", [{"id": "x", "text": "short lived"}])
     client.put("/aliases/doomed-a", json={"collection": "doomed"})
     client.put("/aliases/doomed-b", json={"collection": "doomed"})
     client.put("/aliases/keeper", json={"collection": "blue"})
-    assert client.delete("/collections/doomed-a").status_code == 204
+    r = client.delete("/collections/doomed-a")  # a client holding the alias as its handle drops nothing
+    assert _error(r) == (409, "conflict") and "DELETE /collections/doomed" in r.json()["error"]["message"]
+    assert client.get("/collections/doomed").json()["documents"] == 1
+    assert client.delete("/collections/doomed").status_code == 204
     assert _error(client.get("/collections/doomed")) == (404, "collection_not_found")
     names = {a["alias"] for a in client.get("/aliases").json()["aliases"]}
     assert not names & {"doomed-a", "doomed-b"} and "keeper" in names

@@ -133,12 +133,23 @@ def _switch(name: str, state: State, request: Request, kind: JobKind) -> JobAcce
     return _accepted(job, request)
 
 
-@router.delete("/{name}", status_code=status.HTTP_204_NO_CONTENT, responses=NOT_FOUND)
+@router.delete(
+    "/{name}", status_code=status.HTTP_204_NO_CONTENT, responses={**NOT_FOUND, 409: {"model": ErrorResponse}}
+)
 def remove_collection(name: str, state: State) -> Response:
-    """Delete a collection, its documents and indexes; its pending jobs are cancelled. Named through an alias, the
-    collection it points at is deleted; every alias of a deleted collection goes with it."""
+    """Delete a collection, its documents and indexes; its pending jobs are cancelled, and every alias of it goes
+    with it. An alias is refused (409): a collection is deleted by its own name only, as Elasticsearch deletes no
+    index through an alias, so that a client holding an alias as a stable handle cannot drop what it points at."""
+    target = state.collections.aliases.target(name)
+    if target is not None:
+        raise ApiError(
+            409,
+            "conflict",
+            f"{shown(name)} is an alias of {shown(target)}: delete a collection by its own name "
+            f"(DELETE /collections/{target}), or the alias alone (DELETE /aliases/{name})",
+        )
     try:
-        delete_collection(state=state, name=state.collections.resolve(name))
+        delete_collection(state=state, name=name)
     except CollectionNotFound as exc:
         raise not_found(name) from exc
     return Response(status_code=status.HTTP_204_NO_CONTENT)
