@@ -108,6 +108,21 @@ class CollectionSchema(UnicodeBody):
     strict: bool = Field(False, description="filters may name declared fields only")
 
 
+class SchemaUpdate(CollectionSchema):
+    """The whole new schema of a collection: `fields` is required (`{}` to declare none), so that an empty or cut
+    body does not drop every declared field."""
+
+    fields: dict[  # type: ignore[assignment]
+        Annotated[str, Field(min_length=1, max_length=256)],
+        Literal["keyword", "integer", "float", "boolean", "datetime"],
+    ] = Field(
+        ...,
+        max_length=64,
+        description='every declared metadata field, e.g. {"tenant": "keyword", "year": "integer"}: the whole new '
+        "schema (a field left out is no longer declared; {} declares none)",
+    )
+
+
 class IndexRequest(UnicodeBody):
     model_config = REQUEST_CONFIG
     collection: str = CollectionName

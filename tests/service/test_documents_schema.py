@@ -138,6 +138,7 @@ def test_schema_request_errors(server: Server) -> None:
     r = client.put("/collections/no-such/schema", json={"fields": {}})
     assert r.status_code == 404 and r.json()["error"]["code"] == "collection_not_found"
     bodies: list[Any] = [{"fields": {"year": "int"}}, {"fields": {}, "strict": "yes"}, {"fields": {}, "other": 1}, []]
+    bodies += [{}, {"strict": True}]  # the whole new schema: an empty or cut body must not drop every field
     for body in bodies:
         r = client.put("/collections/schema-bad/schema", json=body)
         assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_request", body

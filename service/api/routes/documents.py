@@ -47,7 +47,7 @@ from service.document_schemas import (
 from service.documents import BatchTooLarge, InvalidMetadata
 from service.errors import ApiError, parse_request_filter, shown
 from service.limits import check_response_size, document_size
-from service.schemas import CollectionSchema, ErrorResponse, JobAccepted, lone_surrogate_at
+from service.schemas import ErrorResponse, JobAccepted, SchemaUpdate, lone_surrogate_at
 from service.state import AppState
 
 router = APIRouter(prefix="/collections", tags=["documents"], route_class=JsonRoute)
@@ -236,7 +236,7 @@ def facet_values(name: str, body: FacetRequest, state: State) -> FacetResponse:
     response_model=JobAccepted,
     responses=ERRORS,
 )
-def declare_schema(name: str, body: CollectionSchema, state: State, request: Request) -> JobAccepted:
+def declare_schema(name: str, body: SchemaUpdate, state: State, request: Request) -> JobAccepted:
     """Declare the collection's metadata fields (and strictness) through a job: it checks every stored value of
     the fields being declared and fails, changing nothing, naming documents whose values do not fit; else filters
     on those fields use typed indexes once it has succeeded."""
