@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import unquote_to_bytes
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -114,6 +115,12 @@ def request_guard(
         if too_long:  # no route has a path that long (service/server.py; h11 reads one, httptools does not)
             message = f"the request path passes {MAX_PARSED_URL} bytes: send large values in a body or the query"
             handler = error_response(414, "uri_too_long", message)
+        elif not _utf8_path(scope.get("raw_path")):  # the server decoded it with U+FFFD for the stray bytes
+            message = (
+                "the request path is not UTF-8 text once percent-decoded (a stray byte such as %FF): it would name "
+                "another collection or document than the one meant"
+            )
+            handler = error_response(400, "invalid_path", message)
         # The handler runs as its own task so that the deadline can answer while it still runs: a search in the
         # thread pool cannot be interrupted, and cancelling it waits for the thread anyway.
         # The engine's scans check the same deadline (indexing/deadline.py) and stop at it, so that no work goes on
@@ -259,3 +266,14 @@ def limit_body(
         await app(scope, counted, send)
 
     return middleware
+
+
+def _utf8_path(raw: bytes | None) -> bool:
+    """The raw path, percent-decoded, is UTF-8 (True when the server gave none)."""
+    if not raw:
+        return True
+    try:
+        unquote_to_bytes(raw).decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True

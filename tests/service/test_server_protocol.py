@@ -40,12 +40,7 @@ def test_without_httptools_there_is_no_httptools_protocol(monkeypatch: pytest.Mo
 
 def _get_raw(client: Any, target: bytes) -> bytes:
     """The whole answer to a GET of `target`, sent over a socket of its own: httpx refuses URLs this long."""
-    with socket.create_connection((client.base_url.host, client.base_url.port or 80), timeout=30) as sock:
-        sock.sendall(b"GET " + target + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        data = b""
-        while chunk := sock.recv(65536):
-            data += chunk
-    return data
+    return _request_raw(client, b"GET", target)
 
 
 def test_a_query_string_past_64_kib_reaches_the_app(tmp_path: Path) -> None:
@@ -131,3 +126,36 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize("parser", ["httptools", "h11"])
+def test_a_path_that_is_not_utf8_once_decoded_is_400_not_another_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parser: str
+) -> None:
+    """The server decodes a path with U+FFFD for bytes that are not UTF-8: `/documents/%FF` read (or deleted) the
+    document whose id is U+FFFD. Such a path is refused; a real U+FFFD, percent-encoded as UTF-8, still works."""
+    if parser == "h11":
+        monkeypatch.setattr(server_mod, "_httptools_protocol", lambda: None)
+    with running_server(tmp_path) as client:
+        r = client.post("/index", json={"collection": "c", "documents": [{"id": "\ufffd", "text": "replacement"}]})
+        deadline = time.monotonic() + 60
+        while client.get(r.json()["url"]).json()["status"] != "succeeded" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for method in (b"GET", b"DELETE"):
+            for target in (b"/collections/c/documents/%FF", b"/collections/%C3/documents/x", b"/collections/c%80"):
+                data = _request_raw(client, method, target)
+                head, _, body = data.partition(b"\r\n\r\n")
+                assert head.split(b" ")[1] == b"400", data[:300]
+                assert json.loads(body)["error"]["code"] == "invalid_path"
+        ok = _request_raw(client, b"GET", b"/collections/c/documents/%EF%BF%BD")
+        assert ok.split(b" ")[1] == b"200" and json.loads(ok.partition(b"\r\n\r\n")[2])["id"] == "\ufffd"
+
+
+def _request_raw(client: Any, method: bytes, target: bytes) -> bytes:
+    """The whole answer to `method target`, sent as bytes over a socket of its own (httpx would re-encode it)."""
+    with socket.create_connection((client.base_url.host, client.base_url.port or 80), timeout=30) as sock:
+        sock.sendall(method + b" " + target + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    return data
