@@ -5,7 +5,7 @@ its own resolve and post to mobile.events.data.microsoft.com, and keep retrying 
 search service must not phone home, nor stall on DNS in an air-gapped cluster. `onnxruntime.disable_telemetry_events()`
 does not stop it (measured: the lookups still happen); ORT_DISABLE_TELEMETRY=1 does, and ONNX Runtime reads it when
 the library loads, so this module runs before anything imports onnxruntime (models/__init__.py imports it first).
-tests/models/test_onnxruntime_env.py checks both halves under strace.
+tests/models/test_onnxruntime_env.py checks both halves under strace; tests/test_import_order.py that it runs first.
 """
 
 from __future__ import annotations

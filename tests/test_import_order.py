@@ -28,12 +28,13 @@ print(json.dumps({{
     "torch_first": mods.index("torch") < mods.index("faiss"),
     "torch_runtime_threads": ctypes.CDLL(gomp).omp_get_max_threads(),
     "wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+    "ort_telemetry_off": os.environ.get("ORT_DISABLE_TELEMETRY"),
 }}))
 """
 
 
 def _probe(module: str) -> dict[str, object]:
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "ORT_DISABLE_TELEMETRY")}
     out = subprocess.run(
         [sys.executable, "-c", PROBE.format(module=module)], cwd=REPO, env=env, capture_output=True, text=True
     )
@@ -47,6 +48,9 @@ def test_serving_imports_give_one_passive_openmp_runtime(module: str) -> None:
     assert got["torch_first"], f"importing {module} loads FAISS before torch"
     assert got["torch_runtime_threads"] == 3, "FAISS runs its own OpenMP runtime beside torch's"
     assert got["wait_policy"] == "PASSIVE"
+    assert (
+        got["ort_telemetry_off"] == "1"
+    )  # set on import, before anything loads onnxruntime (models/_onnxruntime_env.py)
 
 
 def test_the_probe_sees_two_runtimes_when_faiss_comes_first() -> None:
