@@ -43,6 +43,19 @@ def test_probes_answer_head_without_a_body(small: httpx.Client) -> None:
     assert "head" not in small.get("/openapi.json").json()["paths"]["/healthz"]
 
 
+def test_head_says_whether_a_collection_or_a_document_exists(small: httpx.Client) -> None:
+    # As Elasticsearch's HEAD /{index} and HEAD /{index}/_doc/{id}: the status alone.
+    for path, status in (
+        ("/collections/c", 200),
+        ("/collections/nope", 404),
+        ("/collections/c/documents/a", 200),
+        ("/collections/c/documents/nope", 404),
+        ("/collections/nope/documents/a", 404),
+    ):
+        r = small.head(path)
+        assert (r.status_code, r.content) == (status, b""), path
+
+
 def test_unknown_collection_is_404(small: httpx.Client) -> None:
     r = small.post("/search", json={"collection": "nope", "query": "x"})
     assert r.status_code == 404 and error_body(r) == {

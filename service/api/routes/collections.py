@@ -68,6 +68,10 @@ def get_collection(name: str, state: State) -> CollectionOut:
         raise not_found(name) from exc
 
 
+# Whether a collection (or an alias) exists, as Elasticsearch's HEAD /{index}: 200 or 404, without a body.
+router.add_api_route("/{name}", get_collection, methods=["HEAD"], include_in_schema=False)
+
+
 def _accepted(job: Job, request: Request) -> JobAccepted:
     return JobAccepted(job_id=job.id, status=job.status.value, url=str(request.url_for("get_job", job_id=job.id)))
 

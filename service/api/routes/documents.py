@@ -163,6 +163,10 @@ def read_document(name: str, doc_id: str, state: State) -> Response:
     return _bounded(state, out.__pydantic_serializer__.to_json(out), advice=advice)
 
 
+# Whether a document exists, as Elasticsearch's HEAD /{index}/_doc/{id}: 200 or 404, without a body.
+router.add_api_route("/{name}/documents/{doc_id:doc_id}", read_document, methods=["HEAD"], include_in_schema=False)
+
+
 @router.patch(
     "/{name}/documents/{doc_id:doc_id}",
     status_code=status.HTTP_202_ACCEPTED,
