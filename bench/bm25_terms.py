@@ -23,17 +23,17 @@ REPO = Path(__file__).resolve().parents[1]
 DATASETS = ("scifact", "cranfield", "cosqa-dev")
 
 
-def scores(root: Path, min_chars: int) -> dict[str, float]:
+def scores(root: Path, min_chars: int, normalize: str = "none") -> dict[str, float]:
     docs = list(read_corpus(root))
     qrels = read_qrels(root, "test")
     queries = {q: t for q, t in read_queries(root).items() if q in qrels}
     index = BM25Index.build(
-        tokenize([f"{d['title']} {d['text']}" for d in docs], min_chars=min_chars),
+        tokenize([f"{d['title']} {d['text']}" for d in docs], min_chars=min_chars, normalize=normalize),
         np.arange(len(docs)),
-        BM25Params(min_token_chars=min_chars),
+        BM25Params(min_token_chars=min_chars, normalize=normalize),
     )
     qids = list(queries)
-    found = index.search(tokenize([queries[q] for q in qids], min_chars=min_chars), 100)
+    found = index.search(tokenize([queries[q] for q in qids], min_chars=min_chars, normalize=normalize), 100)
     run = {
         q: {docs[int(i)]["id"]: float(s) for i, s in zip(ids, sc, strict=True)}
         for q, (ids, sc) in zip(qids, found, strict=True)

@@ -17,6 +17,10 @@ BENCHES: dict[str, tuple[str, str]] = {
     "latency": ("bench.latency", "HTTP search latency and QPS per mode and concurrency"),
     "bm25": ("bench.bm25", "our BM25 vs rank_bm25"),
     "bm25-terms": ("bench.bm25_terms", "BM25 NDCG@10 with single-letter terms (min_token_chars 1) vs the default 2"),
+    "bm25-normalize": (
+        "bench.bm25_normalize",
+        "BM25 NDCG@10 over NFKC-normalised text (new collections) vs the text as is",
+    ),
     "hydrate": ("bench.hydrate", "search hit hydration: passage slices in SQL vs whole texts, time and bytes"),
     "dense": ("bench.dense", "FAISS flat vs numpy, 256-d + rescore vs full, HNSW"),
     "ingest": ("bench.ingest", "end-to-end ingest vs the bare encoder"),

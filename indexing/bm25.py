@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from functools import lru_cache
@@ -38,41 +39,76 @@ def _stemmer() -> Any:
 _STOP = frozenset(STOPWORDS_EN)
 
 
-def tokenize(texts: Sequence[str], *, stem: bool = True, stopwords: bool = True, min_chars: int = 2) -> list[list[str]]:
-    """Lowercase words of `min_chars`+ characters (a collection's `bm25.min_token_chars`), English stopwords
-    dropped, Snowball-stemmed. Documents and queries go through this same function with the collection's
-    `min_chars`, so their tokens always meet."""
+# How text is normalised before it is split into terms. "nfkc": Unicode NFKC, as Elasticsearch's icu_normalizer
+# and Lucene's ICU folding start, so that one text written two ways is one term: "café" composed or as "e" plus
+# a combining accent, the ligature "ﬁ" and "fi", full-width "ＡＢＣ" and "ABC". "none": the text as it is (the
+# collections made before this setting existed, whose stored terms were made so).
+NORMALIZATIONS = ("none", "nfkc")
+
+
+def normalized(text: str, normalize: str) -> str:
+    return unicodedata.normalize("NFKC", text) if normalize == "nfkc" else text
+
+
+def tokenize(
+    texts: Sequence[str], *, stem: bool = True, stopwords: bool = True, min_chars: int = 2, normalize: str = "none"
+) -> list[list[str]]:
+    """Lowercase words of `min_chars`+ characters (a collection's `bm25.min_token_chars`) of the text normalised
+    as `normalize` says (its `bm25.normalize`), English stopwords dropped, Snowball-stemmed. Documents and queries
+    go through this same function with the collection's settings, so their tokens always meet."""
     out = []
     stemmer = _stemmer()
     pattern = TOKEN_RES[min_chars]
     for text in texts:
-        words = pattern.findall(text.lower())
+        words = pattern.findall(normalized(text, normalize).lower())
         if stopwords:
             words = [w for w in words if w not in _STOP]
         out.append(stemmer.stemWords(words) if stem else words)
     return out
 
 
-def term_spans(text: str, terms: frozenset[str], min_chars: int = 2) -> list[tuple[int, int]]:
+def term_spans(text: str, terms: frozenset[str], min_chars: int = 2, normalize: str = "none") -> list[tuple[int, int]]:
     """Character spans [start, end) of the words of `text` that `tokenize` turns into one of `terms` (a query's
     tokens): what BM25 matched in it, for highlighting.
 
-    `tokenize` lowercases the whole text before it splits it, and lowercasing depends on context (a capital sigma
-    becomes final or medial by what follows it), so the words are found in the lowercased text, as there, and
-    their offsets mapped back to the text's (a few characters, such as a dotted capital I, lowercase to two)."""
+    `tokenize` normalises and lowercases the whole text before it splits it, and lowercasing depends on context (a
+    capital sigma becomes final or medial by what follows it), so the words are found in that text, as there, and
+    their offsets mapped back to the text's (a few characters, such as a dotted capital I, lowercase to two; NFKC
+    composes an "e" and its accent into one, and spreads a ligature over two)."""
     if not terms:
         return []
     stemmer = _stemmer()
-    lowered = text.lower()
-    owner: list[int] | None = None  # lowered position -> the text's character it came from, where they differ
-    if len(lowered) != len(text):
-        owner = [i for i, ch in enumerate(text) for _ in range(len(ch.lower()))]
+    norm, spans = _normalized_spans(text, normalize)
+    lowered = norm.lower()
+    owner: list[int] | None = None  # lowered position -> the normalised character it came from, where they differ
+    if len(lowered) != len(norm):
+        owner = [i for i, ch in enumerate(norm) for _ in range(len(ch.lower()))]
     out = []
     for m in TOKEN_RES[min_chars].finditer(lowered):
         if m.group() not in _STOP and stemmer.stemWord(m.group()) in terms:
             s, e = m.span()
-            out.append((s, e) if owner is None else (owner[s], owner[e - 1] + 1))
+            s, e = (s, e - 1) if owner is None else (owner[s], owner[e - 1])
+            out.append((s, e + 1) if spans is None else (spans[s][0], spans[e][1]))
     return out
+
+
+def _normalized_spans(text: str, normalize: str) -> tuple[str, list[tuple[int, int]] | None]:
+    """The normalised text, and for each of its characters the [start, end) of the text it came from (None when
+    normalising changed nothing). Normalised a character with the combining marks after it at a time, which is
+    NFKC of the whole for all but rare sequences (conjoining Hangul jamo spelled out): a highlight's bounds."""
+    norm = normalized(text, normalize)
+    if norm == text:
+        return text, None
+    pieces: list[str] = []
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for i in range(1, len(text) + 1):
+        if i == len(text) or unicodedata.combining(text[i]) == 0:
+            piece = normalized(text[start:i], normalize)
+            pieces.append(piece)
+            spans.extend([(start, i)] * len(piece))
+            start = i
+    return "".join(pieces), spans
 
 
 @dataclass(frozen=True)
@@ -83,6 +119,7 @@ class BM25Params:
     delta: float = 0.5  # bm25l / bm25+ only
     epsilon: float = 0.25  # okapi only: rank_bm25's floor for negative idf, as a share of the mean idf
     min_token_chars: int = 2  # the shortest word that is a term: 2 (bm25s's pattern) or 1 (single letters, digits)
+    normalize: str = "none"  # "nfkc" for collections made since it exists (VELA_BM25_NORMALIZE); stored ones: none
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -93,6 +130,8 @@ class BM25Params:
             raise ValueError(f"bm25 b must be in [0, 1], got {self.b}")
         if self.min_token_chars not in TOKEN_RES:
             raise ValueError(f"bm25 min_token_chars must be 1 or 2, got {self.min_token_chars}")
+        if self.normalize not in NORMALIZATIONS:
+            raise ValueError(f"bm25 normalize must be one of {NORMALIZATIONS}, got {self.normalize!r}")
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -74,6 +74,10 @@ class Collection:
     def bm25_min_token_chars(self) -> int:
         return self.settings.bm25.min_token_chars
 
+    @property
+    def bm25_normalize(self) -> str:
+        return self.settings.bm25.normalize
+
     def index_writer(self) -> ShardWriter:
         s = self.settings
         extra = {"bm25": s.bm25.to_json(), "embedder": s.embedder, "schema": s.schema}

@@ -133,6 +133,9 @@ class Published(Protocol):
     @property
     def bm25_min_token_chars(self) -> int: ...
 
+    @property
+    def bm25_normalize(self) -> str: ...
+
 
 _okapi_cache: dict[tuple[Any, ...], float] = {}
 
@@ -194,7 +197,7 @@ def _search(
     refs = coll.shard_refs()
     versions = versions if versions is not None else coll.published_versions()
     tokens = (
-        tokenize(list(queries), min_chars=coll.bm25_min_token_chars)
+        tokenize(list(queries), min_chars=coll.bm25_min_token_chars, normalize=coll.bm25_normalize)
         if req.mode in ("bm25", "hybrid")
         else [[] for _ in queries]
     )

@@ -128,8 +128,8 @@ def _bm25_of_rest(coll: Any, fanout: Fanout, versions: list[int], pqs: Sequence[
     frequencies (the engine's own two steps: counts summed over the shards, then the formula)."""
     from indexing.engine import _mean_idf  # okapi's idf floor: the engine's cached vocabulary mean
 
-    min_chars = coll.bm25_min_token_chars
-    tokens = tokenize([p.query for p in pqs], min_chars=min_chars)
+    min_chars, normalize = coll.bm25_min_token_chars, coll.bm25_normalize
+    tokens = tokenize([p.query for p in pqs], min_chars=min_chars, normalize=normalize)
     terms = {t for q in tokens for t in q}
     refs = coll.shard_refs()
     parts = fanout.call(refs, "term_stats", [{"version": v, "terms": terms} for v in versions])
@@ -137,7 +137,7 @@ def _bm25_of_rest(coll: Any, fanout: Fanout, versions: list[int], pqs: Sequence[
     stats = TermStats.merge(parts, mean_idf)
     params = coll.settings.bm25
     out = np.zeros(len(pqs))
-    for i, rest in enumerate(tokenize([p.rest for p in pqs], min_chars=min_chars)):
+    for i, rest in enumerate(tokenize([p.rest for p in pqs], min_chars=min_chars, normalize=normalize)):
         rows, scores = Postings.build([rest]).score(tokens[i], stats, params)
         out[i] = float(scores[0]) if len(rows) else 0.0
     return out

@@ -53,6 +53,7 @@ class ShardWriter:
         self.dim, self.small_dim, self.dense = dim, min(small_dim, dim), dense
         self.extra = extra  # recorded in every manifest (bm25 params, embedder)
         self.min_token_chars = int(extra.get("bm25", {}).get("min_token_chars", 2))  # the collection's terms
+        self.normalize = str(extra.get("bm25", {}).get("normalize", "none"))
 
     @contextmanager
     def _publishing(self) -> Iterator[None]:
@@ -125,7 +126,7 @@ class ShardWriter:
                 batch.pids,
                 batch.docs,
                 batch.embeddings,
-                tokenize(batch.texts, min_chars=self.min_token_chars),
+                tokenize(batch.texts, min_chars=self.min_token_chars, normalize=self.normalize),
                 batch.metadata,
             )
         name = builder.finish(self.dir)

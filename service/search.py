@@ -132,16 +132,20 @@ def search_batch(
         rerank=rerank,
         offset=offset,
     )
-    return with_highlights(results, queries, collection.bm25_min_token_chars) if highlight else results
+    if not highlight:
+        return results
+    return with_highlights(results, queries, collection.bm25_min_token_chars, collection.bm25_normalize)
 
 
-def with_highlights(results: list[SearchResult], queries: Sequence[str], min_chars: int = 2) -> list[SearchResult]:
+def with_highlights(
+    results: list[SearchResult], queries: Sequence[str], min_chars: int = 2, normalize: str = "none"
+) -> list[SearchResult]:
     """Each page's hits with the spans of their text that match a term of their query (indexing/bm25.py)."""
     with timing.stage("highlight"):
         out = []
-        for r, terms in zip(results, tokenize(queries, min_chars=min_chars), strict=True):
+        for r, terms in zip(results, tokenize(queries, min_chars=min_chars, normalize=normalize), strict=True):
             wanted = frozenset(terms)
-            hits = [replace(h, highlights=term_spans(h.text, wanted, min_chars)) for h in r.hits]
+            hits = [replace(h, highlights=term_spans(h.text, wanted, min_chars, normalize)) for h in r.hits]
             out.append(replace(r, hits=hits))
     return out
 

@@ -126,6 +126,9 @@ class Settings(IndexingSettings):
     bm25_min_token_chars: int = Field(
         2, ge=1, le=2, description="shortest BM25 term of new collections: 2 (bm25s's pattern) or 1 (single letters)"
     )
+    bm25_normalize: str = Field(
+        "nfkc", pattern=r"^(nfkc|none)$", description="Unicode normalisation of BM25 text in new collections"
+    )
 
     @field_validator("api_keys", "read_api_keys")
     @classmethod

@@ -95,3 +95,18 @@ def test_okapi_reproduces_rank_bm25_on_scifact(beir_dir: Path) -> None:
         # Order agrees wherever the reference scores are not tied.
         for a, b in zip(ids, ids[1:], strict=False):
             assert ref[a] >= ref[b] - 1e-6 * abs(ref[a])
+
+
+def test_nfkc_makes_one_term_of_one_text_written_two_ways_and_stored_params_keep_none() -> None:
+    from indexing.bm25 import BM25Params, term_spans, tokenize
+
+    same = [("caf\u00e9 au lait", "cafe\u0301 au lait"), ("\ufb01nance", "finance"), ("\uff21\uff22\uff23", "ABC")]
+    for a, b in same:
+        assert tokenize([a], normalize="nfkc") == tokenize([b], normalize="nfkc"), (a, b)
+        assert tokenize([a]) != tokenize([b])  # "none", as collections made before the setting
+    assert BM25Params.from_json({"method": "lucene", "k1": 1.2, "b": 0.75}).normalize == "none"
+    text = "A cafe\u0301, a \ufb01ne \uff21\uff22\uff23 day"
+    terms = frozenset(t for q in tokenize(["caf\u00e9 fine abc"], normalize="nfkc") for t in q)
+    spans = term_spans(text, terms, normalize="nfkc")
+    assert [text[a:b] for a, b in spans] == ["cafe\u0301", "\ufb01ne", "\uff21\uff22\uff23"]
+    assert term_spans("plain text", frozenset(tokenize(["text"])[0]), normalize="nfkc") == [(6, 10)]
