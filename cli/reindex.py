@@ -6,10 +6,12 @@
 
 It runs the same job as POST /collections/{name}/reindex, recorded in the data directory's job store (a server on
 the same data directory shows it at GET /jobs/{id}, and switches to the new generation when it is promoted), here
-in this process with a progress bar. Interrupted (Ctrl-C) or killed, the job stays unfinished: the next
-`vela serve` on that data directory resumes it, and so does `vela reindex COLLECTION --resume JOB_ID`, which the
-interrupted command prints. Exit codes: EXIT_CODES, 2 for a bad argument (nothing is recorded), 3 while another
-reindex of the collection is unfinished.
+in this process with a progress bar. Interrupted (Ctrl-C), the job is marked failed, as `vela ingest` marks its
+own: nothing runs it any more, a new reindex or rollback of the collection is not held up by it, and
+`vela reindex COLLECTION --resume JOB_ID` (which the interrupted command prints) or POST /jobs/{id}/retry runs it
+to its end from where it stopped. Killed (no chance to mark it), it stays running until the next `vela serve` on
+that data directory resumes it, or `--resume` does. Exit codes: EXIT_CODES, 2 for a bad argument (nothing is
+recorded), 3 while another reindex of the collection is unfinished.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     what.add_argument("--embedder", help="the new generation's embedder: a registered name (vela models list)")
     what.add_argument("--promote-ready", action="store_true", help="promote the generation a manual reindex built")
     what.add_argument("--rollback", action="store_true", help="switch back to the previous generation")
-    what.add_argument("--resume", metavar="JOB_ID", help="run an interrupted generation job to its end")
+    what.add_argument("--resume", metavar="JOB_ID", help="run an interrupted (or failed) generation job to its end")
     p.add_argument("--promote", choices=["auto", "manual"], default="auto", help="manual: wait for --promote-ready")
     p.add_argument("--gate", metavar="DATASET", default=None, help="a registered dataset (vela datasets add NAME PATH)")
     p.add_argument("--gate-split", default="test", help="the dataset's qrels split (default test)")
@@ -133,6 +135,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 WORKER = "vela-reindex"  # the job store's name for this command, as a runner of jobs
+INTERRUPTED = "interrupted (vela reindex stopped at once): --resume or a retry runs it to its end"
 
 
 class BadResume(ValueError):
@@ -140,7 +143,7 @@ class BadResume(ValueError):
 
 
 def _job_to_resume(state: Any, collection: str, job_id: str) -> Any:
-    from indexing.jobs import GENERATION_KINDS, JobNotFound
+    from indexing.jobs import GENERATION_KINDS, JobNotFound, JobStatus
 
     try:
         job = state.jobs.get(job_id)
@@ -151,6 +154,8 @@ def _job_to_resume(state: Any, collection: str, job_id: str) -> Any:
     name = state.collections.get(collection).name  # an alias names the collection its jobs record
     if job.collection != name:
         raise BadResume(f"--resume: job {job_id} is collection {job.collection!r}'s, not {name!r}'s")
+    if job.status == JobStatus.FAILED:  # interrupted (or failed): queued again, as POST /jobs/{id}/retry does
+        job = state.jobs.requeue(job.id)
     return job
 
 
@@ -171,10 +176,13 @@ def _run(state: Any, job: Any, args: argparse.Namespace) -> int:
                 on_progress=bar,
                 worker=WORKER,
             )
-    except KeyboardInterrupt:  # stopped at once: the job is left unfinished, to be run to its end
+    except KeyboardInterrupt:  # stopped at once: failed, so that nothing waits for it and a retry resumes it
+        # Left `running`, no process would run it (a server runs jobs it finds queued), a cancel would wait for a
+        # runner that is gone, and the collection's next reindex or rollback would be refused as busy.
+        state.jobs.finish(job.id, JobStatus.FAILED, error=INTERRUPTED)
         return _fail(
-            f"interrupted; job {job.id} is unfinished: `{_resume_command(args, job)}` runs it to its end "
-            "(so does `vela serve` on this data directory when it starts)",
+            f"interrupted; job {job.id} failed: `{_resume_command(args, job)}` runs it to its end from where it "
+            f"stopped (so does POST /jobs/{job.id}/retry on a server)",
             130,
         )
     done = state.jobs.get(job.id)
