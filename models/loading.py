@@ -49,10 +49,23 @@ def packaged_onnx_dir() -> Path:
 
 
 def onnx_servable(root: Path) -> bool:
-    """An asymmetric model (`vela adapt`'s: a plain torch encoder with a query encoder of its own), which the
-    ONNX form serves as the packaged default is served: the query side in int8, the documents' graph beside it."""
+    """An asymmetric model (`vela adapt`'s: a plain torch encoder with a query encoder of its own) adapted from the
+    packaged default, which the ONNX form serves as it serves the default: the query side in int8, the documents'
+    graph beside it. One adapted from another model keeps that model's form (torch): its document side is its
+    base's, so a collection reindexed to it keeps its vectors (indexing/vector_reuse.py), which a document graph
+    in another form than the base's would not give."""
     config = EmbedderConfig.from_dir(root)
-    return bool(config.query_encoder) and config.backend == "torch" and model_type(root) not in ARCHITECTURES
+    plain = bool(config.query_encoder) and config.backend == "torch" and model_type(root) not in ARCHITECTURES
+    return plain and _base_model(root) in (None, "default")
+
+
+def _base_model(root: Path) -> str | None:
+    """The `base_model` that `vela adapt` recorded in the model's training_args.json (None where none is)."""
+    try:
+        base = json.loads((root / "training_args.json").read_text()).get("base_model")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return base if isinstance(base, str) else None
 
 
 def asymmetric_onnx_dir(root: Path) -> Path:

@@ -155,3 +155,25 @@ def test_an_asymmetric_model_is_served_by_its_onnx_form_where_the_default_is(
     assert cos_q.min() > 0.95 and cos_d.min() > 0.95
     # A second cache (another process) finds the export made: the same directory, nothing exported again.
     assert EmbedderCache(encoder="onnx").served_dir(asymmetric_dir) == onnx_cache.served_dir(asymmetric_dir)
+
+
+@pytest.mark.parametrize(("base", "onnx"), [(None, True), ("default", True), ("c1", False)])
+def test_a_model_adapted_from_another_model_keeps_that_models_torch_form(
+    asymmetric_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, base: str | None, onnx: bool
+) -> None:
+    # Its document side is its base's: served as an int8 graph while the base (a trained torch model) is served
+    # as torch, its vectors differed, and a collection reindexed from the base to it embedded every document
+    # again (and into int8 vectors) instead of keeping the ones it had.
+    import json
+    import shutil
+
+    from models.loading import onnx_servable
+
+    model = tmp_path / "model"
+    shutil.copytree(asymmetric_dir, model)
+    if base is not None:
+        (model / "training_args.json").write_text(json.dumps({"recipe": "adapt", "base_model": base}))
+    assert onnx_servable(model) is onnx
+    monkeypatch.setenv("VELA_MODEL_CACHE", str(tmp_path / "cache"))
+    served = EmbedderCache(encoder="onnx").served_dir(model)
+    assert (served == model) is not onnx
