@@ -117,11 +117,13 @@ class SearchOptions(UnicodeBody):
 
     @model_validator(mode="after")
     def _options_change_the_answer(self) -> SearchOptions:
-        """An option that could not change the answer is refused rather than ignored: the caller meant something."""
-        fusing = [f for f in ("fusion", "weights", "rrf_k", "depth") if f in self.model_fields_set and getattr(self, f)]
+        """An option that could not change the answer is refused rather than ignored: the caller meant something. A
+        value equal to the schema's default is no such option: a generated client that sends every default (as
+        OpenAPI shows them) is not refused for it."""
+        fusing = [f for f in ("fusion", "weights", "rrf_k", "depth") if self._given(f) and getattr(self, f)]
         if self.mode != "hybrid" and fusing:
             raise ValueError(f"{', '.join(fusing)}: only hybrid mode fuses lists (mode is {self.mode})")
-        dense = [f for f in ("dim", "rescore") if f in self.model_fields_set]
+        dense = [f for f in ("dim", "rescore") if self._given(f)]
         if self.mode == "bm25" and dense:
             raise ValueError(f"{', '.join(dense)}: only the dense list uses them (mode is bm25)")
         if self.dim == "full" and not self.rescore:
@@ -129,13 +131,18 @@ class SearchOptions(UnicodeBody):
         method = self.fusion.method if self.fusion is not None else "auto"
         if self.weights is not None and method not in ("auto", "rrf"):  # weights alone ask for weighted RRF
             raise ValueError(f"weights are RRF's per-list weights: fusion method {method} does not use them")
-        if "rrf_k" in self.model_fields_set and method in ("convex", "dense", "bm25"):
+        if self._given("rrf_k") and method in ("convex", "dense", "bm25"):
             raise ValueError(f"rrf_k is RRF's constant: fusion method {method} does not use it")
         if self.weights is not None and self.fusion is not None and self.fusion.alpha is not None:
             raise ValueError("give rrf either weights or fusion.alpha (which sets both weights), not both")
         if self.mode == "hybrid":
             self._depth_reaches_the_page()
         return self
+
+    def _given(self, name: str) -> bool:
+        """Sent, with another value than the schema's default."""
+        default = type(self).model_fields[name].default
+        return name in self.model_fields_set and getattr(self, name) != default
 
     def _depth_reaches_the_page(self) -> None:
         """Fusion reads each list to `depth` only, so a page past it would come back short or empty. An explicit

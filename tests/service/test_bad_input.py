@@ -250,10 +250,10 @@ def test_a_filter_holds_256_conditions(small: httpx.Client) -> None:
         ({"fusion": {"method": "rrf", "alpha": 0.5}, "weights": {"dense": 5}}, "either weights or fusion.alpha"),
         ({"fusion": {"method": "convex"}, "rrf_k": 10}, "rrf_k is RRF's constant"),
         ({"mode": "dense", "depth": 5}, "depth: only hybrid mode fuses lists"),
-        ({"mode": "bm25", "depth": 200}, "depth: only hybrid mode fuses lists"),
+        ({"mode": "bm25", "depth": 300}, "depth: only hybrid mode fuses lists"),
         ({"mode": "bm25", "dim": "256", "rescore": False}, "dim, rescore: only the dense list uses them"),
-        ({"mode": "bm25", "dim": "full"}, "dim: only the dense list uses them"),
-        ({"mode": "bm25", "rescore": True}, "rescore: only the dense list uses them"),
+        ({"mode": "bm25", "dim": "256"}, "dim: only the dense list uses them"),
+        ({"mode": "bm25", "rescore": False}, "rescore: only the dense list uses them"),
         ({"mode": "dense", "rescore": False}, 'rescore: false goes with dim "256"'),
         ({"dim": "full", "rescore": False}, 'rescore: false goes with dim "256"'),
     ],
@@ -275,5 +275,9 @@ def test_options_that_apply_are_taken(small: httpx.Client) -> None:
         {"mode": "dense", "dim": "256", "rescore": False},
         {"mode": "dense", "dim": "full", "rescore": True},
         {"mode": "bm25", "k": 3},
+        # The schema's defaults, sent explicitly (a generated client may send every field): nothing to refuse.
+        {"mode": "bm25", "dim": "full", "rescore": True, "depth": 200, "rrf_k": 60},
+        {"mode": "dense", "depth": 200, "rrf_k": 60},
+        {"fusion": {"method": "convex"}, "rrf_k": 60},
     ):
         assert _search(small, **body).status_code == 200, body

@@ -176,6 +176,19 @@ def test_the_work_of_one_request_is_bounded(tight: httpx.Client, body: dict[str,
     assert tight.post("/search/batch", json={"collection": "c", "queries": ["moon"], "k": 2}).status_code == 200
 
 
+def test_the_depth_limit_counts_hybrid_searches_only(tmp_path: Path) -> None:
+    # Dense and BM25 read no lists to a depth (and refuse a `depth`): with the limit below the default 200, every
+    # one of them was refused, with advice to lower a depth they may not send.
+    with running_server(tmp_path, max_search_depth=300) as client:
+        r = client.post("/index", json={"collection": "c", "documents": [{"id": "a", "text": "moon tides"}]})
+        assert wait_job(client, r.json()["job_id"])["status"] == "succeeded"
+        for mode in ("dense", "bm25"):
+            r = client.post("/search/batch", json={"collection": "c", "queries": ["moon"] * 3, "mode": mode})
+            assert r.status_code == 200, r.text
+        r = client.post("/search/batch", json={"collection": "c", "queries": ["moon"] * 3, "mode": "hybrid"})
+        assert r.status_code == 413 and "depth x queries is 600" in r.json()["error"]["message"]
+
+
 def test_a_request_past_its_deadline_is_503(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     release = threading.Event()
 

@@ -191,7 +191,8 @@ async def search(body: SearchRequest, state: State) -> Response:
     """Dense, BM25 or hybrid search over one collection. Hybrid fuses the two lists as the collection's stored
     choice says (RRF until one is chosen; GET /collections/{name} shows it), or as the request's `fusion` says."""
     k = body.k + body.offset
-    check_search_work(state.settings, queries=[body.query], k=k, depth=body.depth, highlight=body.highlight)
+    depth = body.depth if body.mode == "hybrid" else 1  # only hybrid reads lists to a depth
+    check_search_work(state.settings, queries=[body.query], k=k, depth=depth, highlight=body.highlight)
     (result,) = await _run(state, body, [body.query])
 
     def build() -> SearchResponse:
@@ -206,7 +207,8 @@ async def search_many(body: BatchSearchRequest, state: State) -> Response:
     """Many queries with the same options, in one encoder batch. The work of one request is bounded: queries,
     k x queries (fewer with highlight), depth x queries and query characters (413 names the limit)."""
     k = body.k + body.offset
-    check_search_work(state.settings, queries=body.queries, k=k, depth=body.depth, highlight=body.highlight)
+    depth = body.depth if body.mode == "hybrid" else 1  # only hybrid reads lists to a depth
+    check_search_work(state.settings, queries=body.queries, k=k, depth=depth, highlight=body.highlight)
     start = time.perf_counter()
     results = await _run(state, body, body.queries)
 
