@@ -20,7 +20,7 @@ from indexing.facets import FacetCount, check_facet_field
 from indexing.filter_match import each_matches
 from indexing.filters import Node, Schema, parse_filter
 from indexing.jobs import Job, JobKind
-from service.documents import InvalidMetadata, check_batch_size, check_metadata_types
+from service.documents import InvalidMetadata, check_batch_size, check_metadata_types, check_model
 from service.limits import document_size, metadata_problem, scroll_page_size
 from service.state import AppState
 
@@ -164,6 +164,7 @@ def submit_patch(
     if problem is not None:
         raise MetadataOutOfBounds(f"metadata ({mode} with the stored metadata): {problem}")
     payload = [{"id": doc_id, "metadata": metadata, "mode": mode}]
+    check_model(state, coll)
     job = state.jobs.create(collection=coll.name, kind=JobKind.PATCH, payload=payload)
     state.queue.submit(job.id)
     return job
@@ -189,6 +190,7 @@ def submit_schema(*, state: AppState, collection: str, schema: dict[str, Any]) -
     """Queue a job that declares the collection's metadata fields (it fails, changing nothing, when stored values
     do not fit them). CollectionNotFound before anything is queued."""
     coll = state.collections.get(collection)  # an alias's target, recorded as it is now
+    check_model(state, coll)
     job = state.jobs.create(collection=coll.name, kind=JobKind.SCHEMA, payload=[schema])
     state.queue.submit(job.id)
     return job
@@ -198,6 +200,7 @@ def submit_delete_many(*, state: AppState, collection: str, ids: list[str] | Non
     """Queue the deletion of these ids, or of every document the filter passes when the job runs (the filter
     is checked against the collection's schema here: FilterError). CollectionNotFound, BatchTooLarge."""
     coll = state.collections.get(collection)
+    check_model(state, coll)
     if ids is not None:
         unique = list(dict.fromkeys(ids))  # repeats counted once, as the docs say
         check_batch_size(state=state, documents=len(unique))

@@ -13,7 +13,7 @@ from indexing.jobs import Job, JobKind
 from indexing.metadata_fit import first_misfit
 from indexing.queue import QueueUnavailable
 from service.capacity import check_room
-from service.model_registry import UnusableModel, public_model_name, request_model
+from service.model_registry import UnusableModel, model_unavailable, public_model_name, request_model
 from service.state import AppState
 
 
@@ -145,6 +145,17 @@ def _as_asked(state: AppState, coll: Collection, asked: _Asked) -> Collection:
     return coll
 
 
+def check_model(state: AppState, coll: Collection) -> None:
+    """ModelUnavailable when the collection's model folder is gone (`vela models remove --force`, or damaged):
+    every write job runs the collection's writer, which loads it, so the job would fail after its 202. A stat,
+    not a load."""
+    try:
+        state.embedders.resolve(coll.settings.embedder)
+    except (OSError, ValueError) as exc:
+        what = "writes cannot run, so nothing was queued (searches in bm25 mode and reads still work)"
+        raise model_unavailable(settings=state.settings, stored=coll.settings.embedder, exc=exc, what=what) from exc
+
+
 def submit_upsert(
     *,
     state: AppState,
@@ -165,6 +176,7 @@ def submit_upsert(
         check_room(state.settings, state.jobs)
     coll = get_or_create_collection(state=state, name=collection, embedder=embedder, shards=shards, schema=schema)
     check_metadata_types(schema=coll.settings.schema, documents=documents)
+    check_model(state, coll)
     job = state.jobs.create(collection=collection, kind=JobKind.UPSERT, payload=documents)
     try:
         state.queue.submit(job.id)

@@ -21,6 +21,7 @@ from indexing.filters import FilterError, Node, Schema, parse_filter
 from indexing.jobs import JobStoreMoved
 from indexing.queue import QueueUnavailable
 from service.capacity import DiskFull, QueueFull, free_disk
+from service.model_registry import ModelUnavailable
 
 log = logging.getLogger("vela.service")
 
@@ -250,6 +251,11 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _job_store_moved(_: Request, exc: JobStoreMoved) -> JSONResponse:
         # Refused rather than recorded in a file no restart would read (searches go on; /readyz says so).
         return error_response(503, "unavailable", str(exc))
+
+    @app.exception_handler(ModelUnavailable)
+    async def _model_unavailable(_: Request, exc: ModelUnavailable) -> JSONResponse:
+        # A write to a collection whose model folder is gone (`vela models remove --force`): refused up front.
+        return error_response(409, "model_unavailable", str(exc))
 
     @app.exception_handler(QueueFull)
     async def _queue_full(_: Request, exc: QueueFull) -> JSONResponse:

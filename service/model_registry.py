@@ -79,6 +79,23 @@ def request_model(*, settings: Settings, name: str, kind: str, field: str) -> st
 UNREGISTERED = "unregistered"  # a collection's model that no name reaches (e.g. registered and since removed)
 
 
+class ModelUnavailable(ValueError):
+    """A collection's model does not load here (its folder was removed or damaged): 409 model_unavailable."""
+
+
+def model_unavailable(*, settings: Settings, stored: str, exc: BaseException, what: str) -> ModelUnavailable:
+    """The error for a collection whose model (`stored`) raised `exc` when loaded, for `what` the request wanted. It
+    names the registry name the model had when that is known, so that the operator knows what to register again."""
+    name = public_model_name(settings=settings, stored=stored)
+    path = Path(stored)
+    if name == UNREGISTERED and path.parent == registry(settings).root and is_model_name(path.name):
+        name = f"{path.name!r}, no longer in the registry"
+    return ModelUnavailable(
+        f"the collection's model ({name}) does not load on this server ({type(exc).__name__}): {what}; register "
+        "the model again (vela models add) or reindex the collection to another model"
+    )
+
+
 def public_model_name(*, settings: Settings, stored: str) -> str:
     """The name clients know a collection's model by. A collection's settings keep what the model caches load
     (a built-in name, or a folder on the server); responses show a built-in or registered name, never a path.

@@ -69,5 +69,22 @@ def test_damaged_weights_are_a_422_and_a_model_forced_out_a_409_for_dense_search
             r = client.post("/search", json={"collection": "c", "query": "moon", "mode": mode})
             assert r.status_code == 409 and r.json()["error"]["code"] == "model_unavailable", r.text
             assert str(tmp_path) not in r.text
+            assert "'kept', no longer in the registry" in r.json()["error"]["message"]  # the name to register again
         r = client.post("/search", json={"collection": "c", "query": "moon", "mode": "bm25"})
         assert r.status_code == 200 and r.json()["hits"][0]["id"] == "d1"
+        # A write that could only fail its job after a 202 is refused up front, queuing nothing.
+        jobs = client.get("/jobs").json()
+        r = client.post("/index", json={"collection": "c", "documents": [{"id": "d2", "text": "more tides"}]})
+        assert r.status_code == 409 and r.json()["error"]["code"] == "model_unavailable", r.text
+        assert "'kept'" in r.json()["error"]["message"] and str(tmp_path) not in r.text
+        assert client.get("/jobs").json() == jobs
+        for method, path, body in (  # every write job runs the collection's writer, which loads its model
+            ("PATCH", "/collections/c/documents/d1", {"metadata": {"k": 1}}),
+            ("POST", "/collections/c/delete", {"ids": ["d1"]}),
+            ("PUT", "/collections/c/schema", {"fields": {"k": "integer"}}),
+        ):
+            r = client.request(method, path, json=body)
+            assert r.status_code == 409 and r.json()["error"]["code"] == "model_unavailable", (path, r.text)
+        r = client.delete("/collections/c/documents/d1")
+        assert r.status_code == 409 and r.json()["error"]["code"] == "model_unavailable", r.text
+        assert client.get("/jobs").json() == jobs

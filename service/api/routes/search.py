@@ -16,7 +16,13 @@ from service.api.json_body import JsonRoute
 from service.deps import State
 from service.errors import ApiError, parse_request_filter, shown
 from service.limits import check_response_size, check_search_work
-from service.model_registry import ModelKindMismatch, UnknownModelName, UnusableModel, public_model_name, request_model
+from service.model_registry import (
+    ModelKindMismatch,
+    UnknownModelName,
+    UnusableModel,
+    model_unavailable,
+    request_model,
+)
 from service.recommend import DocumentsNotFound, recommend
 from service.rerank import NoReranker, Reranking, UnknownReranker, prepare_rerank
 from service.response_size import estimated_size
@@ -121,13 +127,9 @@ async def _run(state: AppState, opts: SearchOptions, queries: list[str]) -> list
     try:
         embedder = state.query_encoders.get(coll.settings.embedder) if opts.mode != "bm25" else None
     except (OSError, ValueError) as exc:  # its folder was removed (`vela models remove --force`) or damaged
-        name = public_model_name(settings=state.settings, stored=coll.settings.embedder)
-        raise ApiError(
-            409,
-            "model_unavailable",
-            f"the collection's model ({name}) does not load on this server ({type(exc).__name__}): bm25 searches "
-            "still work; register the model again (vela models add) or reindex the collection to another model",
-        ) from exc
+        what = "bm25 searches still work"
+        err = model_unavailable(settings=state.settings, stored=coll.settings.embedder, exc=exc, what=what)
+        raise ApiError(409, "model_unavailable", str(err)) from exc
     rerank: Reranking | None = None
     if opts.rerank is not None:
         try:  # looks the name up in the registry and loads the model on its first use: off the event loop
