@@ -93,7 +93,7 @@ def options(args: argparse.Namespace) -> dict[str, Any]:
 def main(args: argparse.Namespace) -> int:
     from indexing.collection import CollectionConflict, CollectionNotFound
     from indexing.jobs import JobKind
-    from service.model_registry import ModelKindMismatch, UnknownModelName, UnusableModel
+    from service.model_registry import ModelKindMismatch, ModelUnavailable, UnknownModelName, UnusableModel
     from service.reindex import NothingToSwitch, UnknownDataset, create_switch, reindex_spec
     from service.settings import Settings
     from service.state import build_state
@@ -124,7 +124,7 @@ def main(args: argparse.Namespace) -> int:
             job = create_switch(state=state, collection=args.collection, kind=kind, running_in=WORKER)
     except UnknownDataset as exc:  # the API's field names, said as this command's flags
         return _fail(str(exc).replace("gate.dataset:", "--gate:").replace("gate.split:", "--gate-split:"), 2)
-    except (UnknownModelName, ModelKindMismatch, UnusableModel, NothingToSwitch, BadResume) as exc:
+    except (UnknownModelName, ModelKindMismatch, UnusableModel, ModelUnavailable, NothingToSwitch, BadResume) as exc:
         return _fail(str(exc), 2)
     except CollectionNotFound:
         return _fail(f"no collection named {args.collection!r}", 2)

@@ -7,9 +7,10 @@ from typing import Any
 
 from indexing import generations as gens
 from indexing.collection import CollectionConflict
+from indexing.collection_settings import load_settings
 from indexing.gate import UnknownDataset, dataset_dir
 from indexing.jobs import GENERATION_KINDS, TERMINAL, Job, JobKind, JobNotFound
-from service.model_registry import request_model
+from service.model_registry import model_unavailable, request_model
 from service.state import AppState
 
 
@@ -68,6 +69,14 @@ def switch_spec(*, state: AppState, collection: str, kind: JobKind) -> dict[str,
         raise NothingToSwitch(f"collection {coll.name!r} has no finished generation waiting for promotion")
     if kind == JobKind.ROLLBACK and pointer.previous is None:
         raise NothingToSwitch(f"collection {coll.name!r} keeps no previous generation to roll back to")
+    target = pointer.building if kind == JobKind.PROMOTE else pointer.previous
+    if target is not None:  # the generation that would serve: its model must load (a stat here, as writes check)
+        embedder = load_settings(gens.gen_root(state.collections.root / coll.name, target)).embedder
+        try:
+            state.embedders.resolve(embedder)
+        except (OSError, ValueError) as exc:
+            what = f"the {kind.value} would serve a generation that could not embed a query, so nothing was queued"
+            raise model_unavailable(settings=state.settings, stored=embedder, exc=exc, what=what) from exc
     return {"collection": coll.name}
 
 

@@ -88,3 +88,33 @@ def test_damaged_weights_are_a_422_and_a_model_forced_out_a_409_for_dense_search
         r = client.delete("/collections/c/documents/d1")
         assert r.status_code == 409 and r.json()["error"]["code"] == "model_unavailable", r.text
         assert client.get("/jobs").json() == jobs
+
+
+def test_a_rollback_to_a_generation_whose_model_is_gone_is_refused_before_anything_is_queued(
+    tmp_path: Path, tiny_embedder_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The rollback ran (the server still held the model loaded, or the CLI failed it with a raw FileNotFoundError),
+    # leaving a collection served by a generation whose model does not load, or a failed job.
+    from cli.main import main
+
+    data = tmp_path / "data"
+    registry = ModelRegistry(data / "models")
+    registry.register("first", tiny_embedder_dir)
+    registry.register("second", tiny_embedder_dir)
+    with running_app(data, embedder=str(tiny_embedder_dir)) as (client, _):
+        r = client.post("/index", json={"collection": "c", "embedder": "first", "documents": [DOC]})
+        assert wait_job(client, r.json()["job_id"])["status"] == "succeeded"
+        r = client.post("/collections/c/reindex", json={"embedder": "second"})
+        assert wait_job(client, r.json()["job_id"])["status"] == "succeeded"
+    registry.remove("first")  # what --force does: the generation kept for rollback still names it
+    with running_app(data, embedder=str(tiny_embedder_dir)) as (client, _):
+        jobs = client.get("/jobs").json()
+        r = client.post("/collections/c/rollback")
+        assert r.status_code == 409 and r.json()["error"]["code"] == "model_unavailable", r.text
+        assert "'first', no longer in the registry" in r.json()["error"]["message"] and str(tmp_path) not in r.text
+        assert client.get("/jobs").json() == jobs
+        assert client.get("/collections/c").json()["embedder"] == "second"  # still served as it was
+    capsys.readouterr()  # what the servers printed (the library's loading bars)
+    assert main(["reindex", "c", "--rollback", "--data-dir", str(data)]) == 2  # a precondition, said in one line
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("vela reindex: the collection's model ('first'"), err
