@@ -78,16 +78,35 @@ _ANY_ERRORS = {
 }
 
 
+# A job is refused before anything of it is stored when the disk is (nearly) full (service/capacity.py).
+_JOB_ERRORS = {
+    "507": "insufficient_storage: the data directory's disk is below VELA_MIN_FREE_DISK_MB, or filled during the "
+    "request: nothing was stored",
+}
+# A search embeds its query with the collection's model, which may no longer load (docs/api.md, Errors).
+_SEARCH_ERRORS = {"409": "model_unavailable: the collection's model does not load on this server (bm25 still answers)"}
+_SEARCH_PATHS = ("/search", "/search/batch")
+
+
 def declare_common_errors(spec: dict[str, Any]) -> dict[str, Any]:
-    """`spec` with 408 and 413 on every operation that takes a body, and 413, 415, 500 and 503 on every operation,
-    where missing. (414 and 431 come before any route is matched: docs/api.md lists them.)"""
-    for operations in spec.get("paths", {}).values():
+    """`spec` with 408 and 413 on every operation that takes a body, 507 on every one that queues a job (a 202),
+    409 on the searches, and 413, 415, 500 and 503 on every operation, where missing; an error response declared
+    without a body gets the error model. (414 and 431 come before any route is matched: docs/api.md lists them.)"""
+    for path, operations in spec.get("paths", {}).items():
         for operation in operations.values():
             responses = operation.setdefault("responses", {})
-            common = {**_ANY_ERRORS, **(_BODY_ERRORS if "requestBody" in operation else {})}
+            common = {
+                **_ANY_ERRORS,
+                **(_BODY_ERRORS if "requestBody" in operation else {}),
+                **(_JOB_ERRORS if "202" in responses else {}),
+                **(_SEARCH_ERRORS if path in _SEARCH_PATHS else {}),
+            }
             for status, description in common.items():
                 if status not in responses:
                     responses[status] = {**_error_422(), "description": description}
+            for status, response in responses.items():
+                if status >= "400" and "content" not in response:  # e.g. /readyz's 503: it is in the error shape
+                    response["content"] = _error_422()["content"]
     return spec
 
 

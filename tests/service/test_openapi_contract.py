@@ -158,7 +158,7 @@ def test_cancelling_an_ended_job_is_a_documented_409(server: httpx.Client) -> No
         ("TRACE", "/search", "POST"),
         ("PUT", "/collections", "GET"),
         ("PATCH", "/healthz", "GET, HEAD"),
-        ("OPTIONS", "/collections/x", "DELETE, GET"),  # every route of the path, not only the first
+        ("OPTIONS", "/collections/x", "DELETE, GET, HEAD"),  # every route of the path, not only the first
         ("POST", "/jobs/j1", "DELETE, GET"),
     ],
 )
@@ -211,6 +211,25 @@ def test_every_body_can_be_413_and_408_and_every_operation_503(server: httpx.Cli
             assert "503" in statuses, (path, method)
             if "requestBody" in operation:
                 assert {"408", "413"} <= statuses, (path, method)
+
+
+def test_jobs_may_be_507_searches_409_and_every_error_has_the_error_model(server: httpx.Client) -> None:
+    # A full disk refuses every job (507) and a model gone refuses searches (409): the document declared neither,
+    # and /readyz's 503 had no body schema, though it is sent in the error shape.
+    spec = server.get("/openapi.json").json()
+    queued = 0
+    for path, operations in spec["paths"].items():
+        for method, operation in operations.items():
+            responses = operation["responses"]
+            if "202" in responses:
+                queued += 1
+                assert "507" in responses, (method, path)
+            for status, response in responses.items():
+                if status >= "400":
+                    assert "content" in response, (method, path, status)
+    assert queued >= 10
+    for path in ("/search", "/search/batch"):
+        assert "409" in spec["paths"][path]["post"]["responses"]
 
 
 def test_what_any_operation_may_answer_is_declared_on_every_one(server: httpx.Client) -> None:
