@@ -15,8 +15,19 @@ from cli.train_bench import BENCHES, RECIPES, add_bench_parser, add_train_parser
 __all__ = ["BENCHES", "RECIPES", "build_parser", "main"]
 
 
+def _version() -> str:
+    """The installed package's version (the project's pyproject.toml), or "unknown" outside an install."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("vela")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vela", description="Vela retrieval service")
+    parser.add_argument("--version", action="version", version=f"vela {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run the HTTP API (embedded default: in-process queue, data in ./.vela)")

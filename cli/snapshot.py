@@ -96,6 +96,8 @@ def _with_client(action: Action) -> Callable[[argparse.Namespace], int]:
         try:
             from vela_client import (
                 Conflict,
+                ConnectionFailed,
+                Forbidden,
                 InvalidRequest,
                 NotFound,
                 PayloadTooLarge,
@@ -114,8 +116,10 @@ def _with_client(action: Action) -> Callable[[argparse.Namespace], int]:
                 return action(client, args)
         except Conflict as exc:
             return _fail(str(exc), 3)
-        except (NotFound, InvalidRequest, Unauthorized, PayloadTooLarge) as exc:
-            return _fail(str(exc), 2)
+        except (NotFound, InvalidRequest, Unauthorized, Forbidden, PayloadTooLarge) as exc:
+            return _fail(str(exc), 2)  # refused as given: a wrong key, or a read-only one for a write, is one
+        except ConnectionFailed as exc:
+            return _fail(f"no Vela server answers at {args.url} ({exc})", 1)
         except VelaError as exc:  # a server fault, no answer, a damaged download
             return _fail(str(exc), 1)
 

@@ -65,3 +65,13 @@ def test_ingest_names_the_collections_embedder_by_its_registered_name(
     assert main([*base, "--ray", "127.0.0.1:1"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("vela ingest: --ray needs a sharded collection: 'c' has 1 shard") and err.count("\n") == 1
+
+
+def test_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib.metadata import version
+
+    from cli.main import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out.strip() == f"vela {version('vela')}"

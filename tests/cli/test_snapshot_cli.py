@@ -18,13 +18,19 @@ from tests.service.conftest import running_app
 
 API_KEY = "cli-snapshot-key"
 DOCS = [{"id": f"d{i}", "text": f"tides and the moon, note {i}"} for i in range(8)]
+READ_KEY = "read-only-key"
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, tiny_embedder_dir: Path) -> Iterator[tuple[str, Path]]:
     """A server with keys on, holding the collection `notes`: its URL and its snapshots folder."""
     root = tmp_path_factory.mktemp("cli-snapshots")
-    settings = {"api_keys": API_KEY, "embedder": str(tiny_embedder_dir), "snapshots_dir": root / "snapshots"}
+    settings = {
+        "api_keys": API_KEY,
+        "read_api_keys": READ_KEY,
+        "embedder": str(tiny_embedder_dir),
+        "snapshots_dir": root / "snapshots",
+    }
     with running_app(root / "data", **settings) as (http, _):
         url = str(http.base_url)
         with VelaClient(url, api_key=API_KEY) as client:
@@ -135,6 +141,8 @@ def test_failures_are_one_line_with_an_exit_status_by_kind(
 
     assert vela(["snapshot", "list", "notes", "--api-key", "wrong"]) == 2
     assert "unauthorized" in one_line(capsys)
+    assert vela(["snapshot", "create", "notes", "--api-key", READ_KEY]) == 2  # a key that may only read
+    assert "forbidden" in one_line(capsys)
     monkeypatch.delenv("VELA_API_KEY")
     assert vela(["snapshot", "list", "notes"]) == 2
     assert "unauthorized" in one_line(capsys)
@@ -152,7 +160,8 @@ def test_no_server_is_one_line_and_status_1(
 ) -> None:
     monkeypatch.delenv("VELA_API_KEY", raising=False)
     assert vela(["snapshot", "list", "notes", "--url", unused_url]) == 1
-    assert "connection_failed" in one_line(capsys)
+    err = one_line(capsys)
+    assert f"no Vela server answers at {unused_url}" in err and "connection_failed" in err
 
 
 def test_an_address_without_its_scheme_is_refused_as_given(capsys: pytest.CaptureFixture[str]) -> None:
