@@ -165,7 +165,9 @@ def _build(
                     target,
                     embedder,
                     should_stop=stop,
-                    on_progress=progress if attempt == 0 else None,
+                    # The catch-up passes too: writes made during the build grow the total, and a job held at
+                    # its first pass's 100 % while it embeds them looked hung.
+                    on_progress=progress,
                     reuse=reuse,
                 )
         except Exception:

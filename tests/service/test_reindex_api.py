@@ -155,11 +155,15 @@ def test_writes_during_a_reindex_run_at_once_and_reach_the_new_generation(
         assert write["status"] == delete["status"] == "succeeded"
         job = client.get(f"/jobs/{reindex}").json()
         assert job["status"] == "running" and job["eta_s"] is not None, job
+        first_total = job["total"]
         job = wait_job(client, reindex)
     finally:
         stop.set()
         thread.join()
     assert job["status"] == "succeeded", job
+    # The catch-up pass counts too: the total grew by the documents written during the build, all done by the end.
+    assert job["total"] == client.get("/collections/c").json()["documents"] and job["done"] == job["total"], job
+    assert first_total is not None and job["total"] >= first_total
     assert _generations(client)["current"]["embedder_name"] == "tiny"
     for i in range(5):
         assert client.get(f"/collections/c/documents/during{i}").status_code == 200
