@@ -210,7 +210,7 @@ def _run_batches(
             raise SchemaMismatch(misfit)
     if kind in (JobKind.PATCH, JobKind.SCHEMA):
         if kind == JobKind.PATCH:
-            _patch(coll, payload)
+            jobs.set_result(job_id, _patch(coll, payload))
         else:
             _declare(coll, payload[0])
         jobs.progress(job_id, len(payload))
@@ -218,6 +218,9 @@ def _run_batches(
     context = ensure_context(coll, embedder, payload) if embedder.contextual else None
     last_commit = time.monotonic()
     done = 0
+    # What the run did with each document, as Elasticsearch's "result" says created/updated/noop: embedded (new, or
+    # its title or text changed), its metadata alone rewritten, or unchanged (stored as sent already).
+    counts = {"embedded": 0, "metadata_only": 0, "unchanged": 0}
     for batch in _batches(payload, batch_size, BATCH_CHARS):
         if jobs.cancel_requested(job_id):
             return JobStatus.CANCELLED  # work so far stays: every finished batch is a consistent state
@@ -232,7 +235,11 @@ def _run_batches(
         else:
             stored = coll.docstore.content_hashes([d["id"] for d in batch])
         changed = [d for d in batch if stored.get(d["id"]) != content_hash(d, coll.settings.chunking)]
-        changed = rewrite_if_only_metadata(coll, changed) if changed else changed
+        counts["unchanged"] += len(batch) - len(changed)
+        to_embed = rewrite_if_only_metadata(coll, changed) if changed else changed
+        counts["metadata_only"] += len(changed) - len(to_embed)
+        counts["embedded"] += len(to_embed)
+        changed = to_embed
         if changed:
             prepared = prepare_documents(changed, coll, embedder, context)
             if isinstance(coll, ShardedCollection):
@@ -246,6 +253,7 @@ def _run_batches(
         if time.monotonic() - last_commit > commit_interval_s:
             commit_collection(coll, embedder)  # long jobs become searchable as they go, a segment at a time
             last_commit = time.monotonic()
+    jobs.set_result(job_id, counts)
     return JobStatus.SUCCEEDED
 
 
@@ -256,15 +264,18 @@ class SchemaMismatch(ValueError):
 MAX_NAMED = 10  # offending documents a failed schema job names
 
 
-def _patch(coll: Collection, payload: list[Any]) -> None:
+def _patch(coll: Collection, payload: list[Any]) -> dict[str, int]:
     """New metadata ({"id", "metadata", "mode": "merge" | "replace"} each), merged with what is stored now (a
-    shallow update) or replacing it, written without re-embedding. Run again, it finds nothing to change."""
+    shallow update) or replacing it, written without re-embedding. Run again, it finds nothing to change. Returns
+    how many documents it changed, found already so, or found deleted since the patch was queued."""
     fields = Schema.from_json(coll.settings.schema).fields
     items = []
+    missing = 0
     for p in payload:
         doc = coll.document(p["id"], passages=False)
         if doc is None:
-            continue  # deleted since it was queued
+            missing += 1  # deleted since it was queued
+            continue
         new = dict(p["metadata"]) if p["mode"] == "replace" else {**doc.metadata, **p["metadata"]}
         for key, kind in fields.items():  # declared since the request was checked
             if key in new and not value_fits(new[key], kind):
@@ -276,6 +287,7 @@ def _patch(coll: Collection, payload: list[Any]) -> None:
             items.append((doc.doc_id, new, chash))
     if items:
         coll.rewrite_metadata(items)
+    return {"patched": len(items), "unchanged": len(payload) - len(items) - missing, "not_found": missing}
 
 
 def _declare(coll: Collection, schema: dict[str, Any]) -> None:
