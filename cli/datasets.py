@@ -55,8 +55,11 @@ def _add(args: argparse.Namespace) -> int:
 def _list(args: argparse.Namespace) -> int:
     from indexing.datasets import list_datasets
 
-    for entry in list_datasets(_data_dir(args)):
+    entries = list_datasets(_data_dir(args))
+    for entry in entries:
         print(json.dumps(asdict(entry)))
+    if not entries:  # stdout stays JSON lines (none); a person reading the terminal is told why it is empty
+        print(f"no datasets in {_data_dir(args)}: vela datasets add NAME FOLDER registers one", file=sys.stderr)
     return 0
 
 

@@ -157,7 +157,13 @@ def _remove(args: argparse.Namespace) -> int:
         path = registry.model_dir(args.name)
         users = collections_using(data_dir(args.data_dir), path)
         if users and not args.force:
-            return _fail(f"collections {users} use {args.name!r}: delete them first, or pass --force")
+            named = ", ".join(repr(u) for u in users)
+            who = ("collection", "uses", "it") if len(users) == 1 else ("collections", "use", "them")
+            return _fail(
+                f"{who[0]} {named} {who[1]} {args.name!r} (a generation that serves, is kept for rollback or is "
+                f"being built): reindex {who[2]} to another model (vela reindex) or delete {who[2]} first, or pass "
+                "--force"
+            )
         registry.remove(args.name)
     except UnknownModel:
         return _fail(f"no registered model named {args.name!r}")
@@ -175,6 +181,8 @@ def _add_eval(args: argparse.Namespace) -> int:
         stem = _registry(args).add_eval(args.name, result, label=args.label or Path(args.file).stem)
     except UnknownModel:
         return _fail(f"no registered model named {args.name!r}")
+    except FileNotFoundError:
+        return _fail(f"no file {args.file}")
     except (OSError, ValueError, InvalidModelName) as exc:
         return _fail(f"{args.file}: {exc}")
     print(f"recorded {args.name}/evals/{stem}.json")

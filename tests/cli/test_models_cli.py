@@ -44,7 +44,7 @@ def test_add_list_add_eval_and_remove(
     entry = str((data / "models" / "tiny").resolve())
     (data / "collections" / "notes" / "collection.json").write_text(json.dumps({"embedder": entry}))
     assert vela(["models", "remove", "tiny"]) == 2
-    assert "['notes']" in capsys.readouterr().err
+    assert "collection 'notes' uses 'tiny'" in capsys.readouterr().err
     assert vela(["models", "remove", "tiny", "--force"]) == 0
     assert ModelRegistry(data / "models").names() == []
     assert vela(["models", "remove", "tiny"]) == 2
