@@ -73,6 +73,10 @@ class Reference:
     def bm25_min_token_chars(self) -> int:
         return 2
 
+    @property
+    def bm25_normalize(self) -> str:
+        return "none"
+
 
 def _reference(coll: Collection, where: Path, params: BM25Params) -> Reference:
     rows: list[tuple[int, int, str, np.ndarray]] = []
