@@ -112,7 +112,7 @@ def run_job(
                 raise CollectionNotFound(job.collection)
             embedder = embedders.get(coll.settings.embedder)
             coll.reload_settings()  # read again under the lock: a schema job may have run meanwhile
-            status = _run_batches(
+            status, said = _run_batches(
                 job_id, job.kind, payload, coll, jobs, embedder, batch_size, commit_interval_s, on_progress
             )
             commit_collection(coll, embedder)
@@ -121,7 +121,9 @@ def run_job(
             refresh = status == JobStatus.SUCCEEDED and refresh_due(coll, embedder, context_refresh_fraction)
         after_commit(collections, coll)  # searchable here at once; merges start in the background
         after_ingest(collections, coll, embedders)  # the fusion chosen again once the collection doubled
-        status = end_job(jobs, job_id, status)
+        # What the job did, recorded as it ends: in the statement that drops its payload, so the row never holds
+        # both (SQLite bounds a row's size).
+        status = end_job(jobs, job_id, status, result=said)
         if refresh:
             refresh_id = queue_context_refresh(jobs, coll)
             if refresh_id is not None and submit is not None:
@@ -189,7 +191,8 @@ def _run_batches(
     batch_size: int,
     commit_interval_s: float,
     on_progress: Callable[[int, int], None] | None,
-) -> JobStatus:
+) -> tuple[JobStatus, dict[str, Any] | None]:
+    """The job's status, and what it did for its `result` (None: nothing to add to what it recorded as it went)."""
     if kind in (JobKind.DELETE, JobKind.DELETE_BY_FILTER):
         ids = [str(x) for x in payload] if kind == JobKind.DELETE else _matching(coll, payload[0])
         # Run again after a crash, the job adds to what its earlier runs recorded (they deleted those already).
@@ -201,7 +204,7 @@ def _run_batches(
             jobs.set_result(job_id, {"deleted": deleted})
         jobs.progress(job_id, len(ids), len(ids))  # none matched: done 0 of 0
         jobs.set_result(job_id, {"deleted": deleted})
-        return JobStatus.SUCCEEDED
+        return JobStatus.SUCCEEDED, None
     if kind == JobKind.UPSERT:
         # Checked when it was asked for, against the schema then; a schema job queued before it may have declared
         # a field since. Under the writer lock the schema holds still: a value that no longer fits writes nothing.
@@ -209,12 +212,11 @@ def _run_batches(
         if misfit is not None:
             raise SchemaMismatch(misfit)
     if kind in (JobKind.PATCH, JobKind.SCHEMA):
-        if kind == JobKind.PATCH:
-            jobs.set_result(job_id, _patch(coll, payload))
-        else:
+        said = _patch(coll, payload) if kind == JobKind.PATCH else None
+        if kind == JobKind.SCHEMA:
             _declare(coll, payload[0])
         jobs.progress(job_id, len(payload))
-        return JobStatus.SUCCEEDED
+        return JobStatus.SUCCEEDED, said
     context = ensure_context(coll, embedder, payload) if embedder.contextual else None
     last_commit = time.monotonic()
     done = 0
@@ -223,7 +225,7 @@ def _run_batches(
     counts = {"embedded": 0, "metadata_only": 0, "unchanged": 0}
     for batch in _batches(payload, batch_size, BATCH_CHARS):
         if jobs.cancel_requested(job_id):
-            return JobStatus.CANCELLED  # work so far stays: every finished batch is a consistent state
+            return JobStatus.CANCELLED, counts  # work so far stays: every finished batch is a consistent state
         if isinstance(coll, ShardedCollection):
             # One encoder pass for the whole batch, in batch order, then each document to its shard.
             ids = [d["id"] for d in batch]
@@ -253,8 +255,7 @@ def _run_batches(
         if time.monotonic() - last_commit > commit_interval_s:
             commit_collection(coll, embedder)  # long jobs become searchable as they go, a segment at a time
             last_commit = time.monotonic()
-    jobs.set_result(job_id, counts)
-    return JobStatus.SUCCEEDED
+    return JobStatus.SUCCEEDED, counts
 
 
 class SchemaMismatch(ValueError):
