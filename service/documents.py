@@ -12,6 +12,7 @@ from indexing.collection import Collection, CollectionConflict, CollectionSettin
 from indexing.jobs import Job, JobKind
 from indexing.metadata_fit import first_misfit
 from indexing.queue import QueueUnavailable
+from models.loading import resolve_model_dir
 from service.capacity import check_room
 from service.model_registry import UnusableModel, model_unavailable, public_model_name, request_model
 from service.state import AppState
@@ -150,7 +151,7 @@ def check_model(state: AppState, coll: Collection) -> None:
     every write job runs the collection's writer, which loads it, so the job would fail after its 202. A stat,
     not a load."""
     try:
-        state.embedders.resolve(coll.settings.embedder)
+        resolve_model_dir(coll.settings.embedder)  # not the cache's resolve: it keeps a path it found once
     except (OSError, ValueError) as exc:
         what = "writes cannot run, so nothing was queued (searches in bm25 mode and reads still work)"
         raise model_unavailable(settings=state.settings, stored=coll.settings.embedder, exc=exc, what=what) from exc

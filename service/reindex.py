@@ -10,6 +10,7 @@ from indexing.collection import CollectionConflict
 from indexing.collection_settings import load_settings
 from indexing.gate import UnknownDataset, dataset_dir
 from indexing.jobs import GENERATION_KINDS, TERMINAL, Job, JobKind, JobNotFound
+from models.loading import resolve_model_dir
 from service.model_registry import model_unavailable, request_model
 from service.state import AppState
 
@@ -73,7 +74,7 @@ def switch_spec(*, state: AppState, collection: str, kind: JobKind) -> dict[str,
     if target is not None:  # the generation that would serve: its model must load (a stat here, as writes check)
         embedder = load_settings(gens.gen_root(state.collections.root / coll.name, target)).embedder
         try:
-            state.embedders.resolve(embedder)
+            resolve_model_dir(embedder)  # not the cache's resolve: it keeps a path it found once
         except (OSError, ValueError) as exc:
             what = f"the {kind.value} would serve a generation that could not embed a query, so nothing was queued"
             raise model_unavailable(settings=state.settings, stored=embedder, exc=exc, what=what) from exc

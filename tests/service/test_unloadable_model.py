@@ -106,7 +106,9 @@ def test_a_rollback_to_a_generation_whose_model_is_gone_is_refused_before_anythi
         assert wait_job(client, r.json()["job_id"])["status"] == "succeeded"
         r = client.post("/collections/c/reindex", json={"embedder": "second"})
         assert wait_job(client, r.json()["job_id"])["status"] == "succeeded"
-    registry.remove("first")  # what --force does: the generation kept for rollback still names it
+        registry.remove("first")  # what --force does: the generation kept for rollback still names it
+        r = client.post("/collections/c/rollback")  # a server that had the model's path in hand refuses it too
+        assert r.status_code == 409 and r.json()["error"]["code"] == "model_unavailable", r.text
     with running_app(data, embedder=str(tiny_embedder_dir)) as (client, _):
         jobs = client.get("/jobs").json()
         r = client.post("/collections/c/rollback")
