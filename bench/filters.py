@@ -155,7 +155,8 @@ def brute(view: Any, qv: np.ndarray, query: str, allowed: np.ndarray, k: int) ->
 def run(coll: Any, queries: list[str], qvecs: np.ndarray, rounds: int) -> dict[str, Any]:
     from indexing.engine import LOCAL_FANOUT
     from indexing.engine import search as engine_search
-    from indexing.filters import Schema, parse_filter
+    from indexing.filter_parser import parse_filter
+    from indexing.filters import Schema
     from indexing.ranking import RankRequest
 
     coll.refresh(LOCAL_FANOUT)

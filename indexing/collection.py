@@ -88,6 +88,10 @@ class Collection:
         key = f"#{self.settings.created_at}"
         return [(str(s.segments_dir), f"{s.segments_dir}{key}") for s in self.shard_list]
 
+    def doc_numbers(self, ids: Sequence[str]) -> list[dict[str, int]]:
+        """Per shard, the document number of each of `ids` it holds (a filter's has_id, indexing/engine.py)."""
+        return [s.docstore.doc_numbers(ids) for s in self.shard_list]
+
     def read_versions(self) -> list[int]:
         """The manifest versions published for searching, read from disk."""
         version = current_version(self.segments_dir)

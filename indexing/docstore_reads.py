@@ -94,6 +94,10 @@ class DocStoreReads:
             rows.extend(conn.execute(sql.format(marks=",".join("?" * len(part))), part).fetchall())
         return rows
 
+    def doc_numbers(self, doc_ids: Sequence[str]) -> dict[str, int]:
+        """The document number (rowid: what a segment's rows name) of each of `doc_ids` the store holds."""
+        return dict(self._select_in("SELECT doc_id, rowid FROM documents WHERE doc_id IN ({marks})", doc_ids))  # type: ignore[arg-type]
+
     def document(self, doc_id: str, *, passages: bool = True) -> DocumentRecord | None:
         """One stored document (None when there is none), with its passages in order when asked."""
         conn = self._conn()

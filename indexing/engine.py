@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -20,7 +21,7 @@ import numpy as np
 from indexing import deadline, stage_clock
 from indexing.bm25 import tokenize
 from indexing.facets import FacetCount, top_values
-from indexing.filters import Node
+from indexing.filters import Node, bind_ids, named_ids
 from indexing.manifest import RETRIES, ManifestError, current_version
 from indexing.postings import TermStats, okapi_mean_idf
 from indexing.ranking import Fused, Ranked, RankRequest, fuse, merge_shards, rank_shard
@@ -136,6 +137,20 @@ class Published(Protocol):
     @property
     def bm25_normalize(self) -> str: ...
 
+    def doc_numbers(self, ids: Sequence[str]) -> list[dict[str, int]]:
+        """Per shard (in shard_refs order): the document number of each of `ids` that shard holds."""
+        ...
+
+
+def per_shard_filters(coll: Published, node: Node | None) -> list[Node | None]:
+    """The filter as each shard evaluates it: a has_id bound to the numbers of that shard's documents (a segment
+    knows its rows by document number, not id). The ids are read from the doc stores now, so a document added
+    since the searched manifests is not found in them, and one deleted since is no longer matched."""
+    ids = named_ids(node)
+    if not ids:
+        return [node] * len(coll.shard_refs())
+    return [bind_ids(node, numbers) for numbers in coll.doc_numbers(sorted(ids))]
+
 
 _okapi_cache: dict[tuple[Any, ...], float] = {}
 
@@ -209,8 +224,14 @@ def _search(
             mean_idf = _mean_idf(fanout, refs, versions) if coll.bm25_method == "okapi" else 0.0
             stats = TermStats.merge(parts, mean_idf)
     qv = qv if req.mode in ("dense", "hybrid") else None
+    reqs = [req if n is req.filter else replace(req, filter=n) for n in per_shard_filters(coll, req.filter)]
     per_shard = fanout.call(
-        refs, "rank", [{"version": v, "qv": qv, "tokens": tokens, "stats": stats, "req": req} for v in versions]
+        refs,
+        "rank",
+        [
+            {"version": v, "qv": qv, "tokens": tokens, "stats": stats, "req": r}
+            for v, r in zip(versions, reqs, strict=True)
+        ],
     )
     out = []
     with stage_clock.stage("fuse"):  # the shards' runs merged, then the runs fused
@@ -221,15 +242,22 @@ def _search(
     return out
 
 
-def _on_shards(coll: Published, fanout: Fanout, method: str, kw: dict[str, Any]) -> list[Any]:
-    """One call per shard on the published manifests (read again if a merge removed a segment under them)."""
-    return on_versions(coll, lambda vs: fanout.call(coll.shard_refs(), method, [{"version": v, **kw} for v in vs]))
+def _on_shards(coll: Published, fanout: Fanout, method: str, node: Node | None, kw: dict[str, Any]) -> list[Any]:
+    """One call per shard on the published manifests (read again if a merge removed a segment under them), each
+    with the filter as that shard evaluates it."""
+
+    def call(versions: list[int]) -> list[Any]:
+        nodes = per_shard_filters(coll, node)
+        per_shard = [{"version": v, "node": n, **kw} for v, n in zip(versions, nodes, strict=True)]
+        return fanout.call(coll.shard_refs(), method, per_shard)
+
+    return on_versions(coll, call)
 
 
 def count(coll: Published, fanout: Fanout, node: Node | None) -> int:
     """Documents of the published index with a live passage that passes the filter (each document lives in
     one shard, so the shards' counts add up)."""
-    return sum(_on_shards(coll, fanout, "count", {"node": node}))
+    return sum(_on_shards(coll, fanout, "count", node, {}))
 
 
 def facet(
@@ -237,4 +265,4 @@ def facet(
 ) -> tuple[list[FacetCount], int]:
     """The `limit` values of a declared field held by the most documents of the published index that pass the
     filter, with their counts, and the number of distinct values (indexing/facets.py)."""
-    return top_values(_on_shards(coll, fanout, "facet", {"node": node, "key": key, "kind": kind}), limit)
+    return top_values(_on_shards(coll, fanout, "facet", node, {"key": key, "kind": kind}), limit)

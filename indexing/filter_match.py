@@ -9,7 +9,23 @@ import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from indexing.filters import Bool, Exists, IsNull, Match, Node, Range, is_number, parse_datetime, typed_key
+import numpy as np
+
+from indexing.filters import (
+    Bool,
+    Exists,
+    HasId,
+    IsNull,
+    Match,
+    Node,
+    ValuesCount,
+    bind_ids,
+    in_bounds,
+    is_number,
+    named_ids,
+    parse_datetime,
+    typed_key,
+)
 from indexing.payload import Payload
 
 
@@ -17,13 +33,11 @@ def _scalars(value: Any) -> list[Any]:
     return [v for v in value if v is not None] if isinstance(value, list) else ([] if value is None else [value])
 
 
-def _in_range(r: Range, x: float) -> bool:
-    return (
-        (r.gt is None or x > r.gt)
-        and (r.gte is None or x >= r.gte)
-        and (r.lt is None or x < r.lt)
-        and (r.lte is None or x <= r.lte)
-    )
+def values_count(value: Any) -> int:
+    """How many values a metadata value holds: a list's elements that are not null, 1 for a value, 0 for null."""
+    if isinstance(value, list):
+        return sum(v is not None for v in value)
+    return 0 if value is None else 1
 
 
 def _range_value(v: Any, dated: bool) -> float | None:
@@ -32,31 +46,45 @@ def _range_value(v: Any, dated: bool) -> float | None:
     return v if is_number(v) else None
 
 
-def matches(node: Node, metadata: Mapping[str, Any]) -> bool:
-    """Whether one document's metadata passes the filter."""
+def matches(node: Node, metadata: Mapping[str, Any], doc_id: str | None = None) -> bool:
+    """Whether one document (its metadata, and its id for a has_id) passes the filter."""
     if isinstance(node, Bool):
         return (
-            all(matches(n, metadata) for n in node.must)
-            and (not node.should or any(matches(n, metadata) for n in node.should))
-            and not any(matches(n, metadata) for n in node.must_not)
+            all(matches(n, metadata, doc_id) for n in node.must)
+            and (not node.should or any(matches(n, metadata, doc_id) for n in node.should))
+            and not any(matches(n, metadata, doc_id) for n in node.must_not)
+            and sum(matches(n, metadata, doc_id) for n in node.min_should) >= node.min_count
         )
+    if isinstance(node, HasId):
+        return doc_id in node.ids
+    if isinstance(node, ValuesCount):
+        return in_bounds(node, values_count(metadata.get(node.key)))
     if isinstance(node, Exists):
         return bool(_scalars(metadata.get(node.key)))
     if isinstance(node, IsNull):
         return node.key in metadata and metadata[node.key] is None
     values = _scalars(metadata.get(node.key))
     if isinstance(node, Match):
-        return any(typed_key(v) in node.typed for v in values)
+        keys = [typed_key(v) for v in values]
+        if node.exclude:  # a value (not a list or an object) that is none of the node's
+            return any(k is not None and k not in node.typed for k in keys)
+        return any(k in node.typed for k in keys)
     for v in values:
         x = _range_value(v, node.dated)
-        if x is not None and _in_range(node, x):
+        if x is not None and in_bounds(node, x):
             return True
     return False
 
 
-def each_matches(node: Node, metadata: Sequence[dict[str, Any]]) -> list[bool]:
-    """`matches` of each document (it stops at the request's deadline, indexing/deadline.py)."""
-    return Payload(list(metadata)).mask(node, {}).tolist()  # type: ignore[no-any-return]
+def each_matches(node: Node, metadata: Sequence[dict[str, Any]], ids: Sequence[str] | None = None) -> list[bool]:
+    """`matches` of each document, with its id where the filter names some (it stops at the request's deadline,
+    indexing/deadline.py). The ids are numbered here, and the filter's has_id bound to those numbers, as a shard's
+    are to its doc store's."""
+    numbers: dict[str, int] = {}
+    docs = np.asarray([numbers.setdefault(i, len(numbers)) for i in ids or ()], np.int64)
+    if named_ids(node):
+        node = bind_ids(node, numbers) or node
+    return Payload(list(metadata)).mask(node, {}, docs if ids is not None else None).tolist()  # type: ignore[no-any-return]
 
 
 def matching_ids(node: Node, rows: Iterable[tuple[str, str]], chunk: int = 1000) -> Iterator[str]:
@@ -71,5 +99,5 @@ def matching_ids(node: Node, rows: Iterable[tuple[str, str]], chunk: int = 1000)
 
 
 def _passing(node: Node, batch: list[tuple[str, str]]) -> list[str]:
-    ok = each_matches(node, [json.loads(text) for _, text in batch]) if batch else []
+    ok = each_matches(node, [json.loads(text) for _, text in batch], [doc_id for doc_id, _ in batch]) if batch else []
     return [doc_id for (doc_id, _), passes in zip(batch, ok, strict=True) if passes]

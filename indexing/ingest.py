@@ -11,7 +11,8 @@ from typing import Any
 from indexing.collection import Collection, CollectionNotFound
 from indexing.context import commit_collection, ensure_context, queue_context_refresh, refresh_due
 from indexing.filter_match import matching_ids
-from indexing.filters import Schema, parse_filter
+from indexing.filter_parser import parse_filter
+from indexing.filters import Schema
 from indexing.fusion_choice import after_ingest
 from indexing.generations import serving_writer
 from indexing.job_start import start_when_free

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from indexing.column_compare import compare
-from indexing.filters import RANGE_OPS, Exists, IsNull, Match, Range, parse_datetime
+from indexing.filters import RANGE_OPS, Exists, IsNull, Match, Range, ValuesCount, parse_datetime
 
 INT64 = (-(2**63), 2**63)
 Check = Callable[[], None]  # raises to stop a long build (the request's deadline, indexing/deadline.py)
@@ -49,6 +49,7 @@ class LooseColumn:
     n: int  # entries
     present: np.ndarray  # (n,) bool: at least one value that is not null (exists)
     null: np.ndarray  # (n,) bool: the field is there and null (is_null)
+    count: np.ndarray  # (n,) int64: the values the field holds, of any type, nulls aside (values_count)
     ints: Typed
     floats: Typed
     bools: Typed  # 0 or 1
@@ -83,17 +84,24 @@ class LooseColumn:
                         a.add(e, md[k])
         return {k: a.column() for k, a in acc.items()}
 
-    def mask(self, node: Match | Range | Exists | IsNull) -> np.ndarray:
+    def mask(self, node: Match | Range | ValuesCount | Exists | IsNull) -> np.ndarray:
         """(n,) bool: the entries whose document passes the condition."""
         if isinstance(node, Exists):
             return self.present.copy()
         if isinstance(node, IsNull):
             return self.null.copy()
+        if isinstance(node, ValuesCount):
+            hit = np.ones(self.n, bool)
+            for op in RANGE_OPS:
+                if getattr(node, op) is not None:
+                    hit &= compare(self.count, op, getattr(node, op), False)
+            return hit
         if isinstance(node, Match):
             return self._match(node)
         return self._range(node)
 
     def _match(self, node: Match) -> np.ndarray:
+        """Entries holding one of the values; for an except, entries holding a value that is none of them."""
         n = self.n
         out = np.zeros(n, bool)
         ints: list[int] = []
@@ -120,10 +128,12 @@ class LooseColumn:
             (self.bools, bools, np.int64),
             (self.strings, codes, np.int64),
         ):
-            if wanted and col.values.size:
+            if node.exclude and col.values.size:
+                out |= col.entries_where(np.isin(col.values, np.asarray(wanted, dtype), invert=True), n)
+            elif wanted and col.values.size:
                 out |= col.entries_where(np.isin(col.values, np.asarray(wanted, dtype)), n)
         for e, x in self.huge:
-            if not out[e] and any(x == v for v in numbers):
+            if not out[e] and any(x == v for v in numbers) != node.exclude:
                 out[e] = True
         return out
 
@@ -179,6 +189,7 @@ class _Values:
     def __init__(self, n: int) -> None:
         self.n = n
         self.present, self.null = np.zeros(n, bool), np.zeros(n, bool)
+        self.count = np.zeros(n, np.int64)
         self.cols: dict[str, tuple[list[int], list[Any]]] = {t: ([], []) for t in ("i", "f", "b", "s")}
         self.huge: list[tuple[int, int]] = []
         self.vocab: dict[str, int] = {}
@@ -191,6 +202,7 @@ class _Values:
             if x is None:
                 continue
             self.present[e] = True
+            self.count[e] += 1
             y: float
             if isinstance(x, bool):
                 t, y = "b", int(x)
@@ -220,6 +232,7 @@ class _Values:
             self.n,
             self.present,
             self.null,
+            self.count,
             Typed.of(*cols["i"], np.int64),
             Typed.of(*cols["f"], np.float64),
             Typed.of(*cols["b"], np.int64),

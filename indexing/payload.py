@@ -24,7 +24,7 @@ import numpy as np
 
 from indexing import deadline
 from indexing.column_compare import compare
-from indexing.filters import RANGE_OPS, Bool, Exists, IsNull, Match, Node, Range, parse_datetime
+from indexing.filters import RANGE_OPS, Bool, Exists, HasId, IsNull, Match, Node, Range, ValuesCount, parse_datetime
 from indexing.loose_column import LooseColumn
 
 FILE = "metadata.jsonl"
@@ -42,6 +42,7 @@ class Column:
     values: np.ndarray  # (m,) int64 (integer, boolean, datetime in epoch µs, keyword codes) or float64 (float)
     present: np.ndarray  # (n,) bool: the field holds at least one value of its type
     null: np.ndarray  # (n,) bool: the field is there and null
+    count: np.ndarray  # (n,) int64: how many values the field holds (values_count; of any type, nulls aside)
     vocab: Mapping[str, int] = field(default_factory=dict)  # keyword -> code
     labels: tuple[str, ...] = ()  # code -> keyword (facets name values; made here, not on a request)
 
@@ -51,6 +52,7 @@ class Column:
         rows: list[int] = []
         vals: list[Any] = []
         null = np.zeros(n, bool)
+        count = np.zeros(n, np.int64)
         vocab: dict[str, int] = {}
         for r, md in enumerate(metadata):
             if key not in md:
@@ -60,6 +62,7 @@ class Column:
                 null[r] = True
                 continue
             for x in v if isinstance(v, list) else (v,):
+                count[r] += x is not None
                 y = _typed(x, kind, vocab)
                 if y is not None:
                     rows.append(r)
@@ -68,7 +71,7 @@ class Column:
         present = np.zeros(n, bool)
         present[row_of] = True
         values = np.asarray(vals, np.float64 if kind == "float" else np.int64)
-        return cls(kind, row_of, values, present, null, vocab, tuple(vocab))
+        return cls(kind, row_of, values, present, null, count, vocab, tuple(vocab))
 
     def rows_where(self, hit: np.ndarray, n: int) -> np.ndarray:
         mask = np.zeros(n, bool)
@@ -168,36 +171,51 @@ class Payload:
             col = self.loose[key] = LooseColumn.build(self.entries, key, deadline.check)
         return col
 
-    def mask(self, node: Node, fields: Mapping[str, str]) -> np.ndarray:
-        """(n,) bool: the rows whose document passes the filter."""
+    def mask(self, node: Node, fields: Mapping[str, str], docs: np.ndarray | None = None) -> np.ndarray:
+        """(n,) bool: the rows whose document passes the filter. `docs`: (n,) int64 the document number of each
+        row, which a has_id (bound to numbers, indexing/filters.py bind_ids) is matched against."""
         n = len(self.metadata)
         if isinstance(node, Bool):
             out = np.ones(n, bool)
             for child in node.must:
-                out &= self.mask(child, fields)
+                out &= self.mask(child, fields, docs)
             if node.should:
                 any_ = np.zeros(n, bool)
                 for child in node.should:
-                    any_ |= self.mask(child, fields)
+                    any_ |= self.mask(child, fields, docs)
                 out &= any_
             for child in node.must_not:
-                out &= ~self.mask(child, fields)
+                out &= ~self.mask(child, fields, docs)
+            if node.min_count:
+                held = np.zeros(n, np.int64)
+                for child in node.min_should:
+                    held += self.mask(child, fields, docs)
+                out &= held >= node.min_count
             return out
+        if isinstance(node, HasId):
+            if node.docs is None or docs is None:
+                raise ValueError("has_id reached a segment unbound to document numbers")
+            return np.isin(docs, np.asarray(node.docs, np.int64))
         kind = fields.get(node.key)
         deadline.check()  # between conditions: a filter holds up to MAX_CONDITIONS of them
         col = self.columns.get((node.key, kind)) if kind else None
         if col is None:  # an undeclared field: its columnar values, over entries
-            return self._loose(node.key).mask(node)[self.row_entry] if node.key in self.keys else np.zeros(n, bool)
+            if node.key in self.keys:
+                return self._loose(node.key).mask(node)[self.row_entry]
+            # no document holds the field: it holds no value anywhere
+            return _counted(np.zeros(n, np.int64), node) if isinstance(node, ValuesCount) else np.zeros(n, bool)
         if isinstance(node, Exists):
             return col.present.copy()
         if isinstance(node, IsNull):
             return col.null.copy()
+        if isinstance(node, ValuesCount):
+            return _counted(col.count, node)
         if isinstance(node, Match):
             if kind == "keyword":
                 codes = [col.vocab[v] for v in node.values if v in col.vocab]
             else:  # a value outside int64 equals no stored value (and would overflow the array)
                 codes = [int(v) for v in node.values if -(2**63) <= v < 2**63]
-            return col.rows_where(np.isin(col.values, np.asarray(codes, np.int64)), n)
+            return col.rows_where(np.isin(col.values, np.asarray(codes, np.int64), invert=node.exclude), n)
         assert isinstance(node, Range)
         hit = np.ones(col.values.shape[0], bool)
         for op in RANGE_OPS:
@@ -205,3 +223,13 @@ class Payload:
             if bound is not None:
                 hit &= compare(col.values, op, bound, kind == "float")
         return col.rows_where(hit, n)
+
+
+def _counted(count: np.ndarray, node: ValuesCount) -> np.ndarray:
+    """(n,) bool: the counts within the node's bounds."""
+    hit = np.ones(count.shape[0], bool)
+    for op in RANGE_OPS:
+        bound = getattr(node, op)
+        if bound is not None:
+            hit &= compare(count, op, bound, False)
+    return hit

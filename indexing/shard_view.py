@@ -155,7 +155,7 @@ class ShardView:
 
     def _scope_uncached(self, node: Node) -> Scope:
         fields = self.schema.fields
-        masks = {id(p): p.live & p.seg.payload.mask(node, fields) for p in self.parts}
+        masks = {id(p): p.live & p.seg.payload.mask(node, fields, p.seg.docs) for p in self.parts}
         parts = [_narrow(p, masks[id(p)]) for p in self.parts]
         targets: list[Searchable] = []
         for t in self.targets:

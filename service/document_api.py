@@ -18,7 +18,8 @@ from indexing.collection import Collection
 from indexing.docstore import DocumentRecord
 from indexing.facets import FacetCount, check_facet_field
 from indexing.filter_match import each_matches
-from indexing.filters import Node, Schema, parse_filter
+from indexing.filter_parser import parse_filter
+from indexing.filters import Node, Schema
 from indexing.jobs import Job, JobKind
 from service.documents import InvalidMetadata, check_batch_size, check_metadata_types, check_model
 from service.limits import document_size, metadata_problem, scroll_page_size
@@ -104,12 +105,16 @@ def scroll(*, state: AppState, coll: Collection, node: Node | None, after: str |
             chunk.append(pending)
             scanned, read, last = scanned + 1, read + len(pending[1]), pending[0]
             pending = next(rows, None)
-        passing = [True] * len(chunk) if node is None else each_matches(node, [json.loads(t) for _, t in chunk])
+        passing = (
+            [True] * len(chunk)
+            if node is None
+            else each_matches(node, [json.loads(t) for _, t in chunk], [d for d, _ in chunk])
+        )
         picked.extend(doc_id for (doc_id, _), ok in zip(chunk, passing, strict=True) if ok)
     stored = coll.documents(picked)
     if node is not None:  # deleted or changed since it was scanned: dropped below
         found = [d for d in picked if d in stored]
-        still = each_matches(node, [stored[d].metadata for d in found])
+        still = each_matches(node, [stored[d].metadata for d in found], found)
         stored = {d: stored[d] for d, ok in zip(found, still, strict=True) if ok}
     end_cursor = _cursor_size(last if more else None)  # the cursor of a page that takes every picked document
     room = state.settings.max_response_bytes - scroll_page_size([], None) + 4  # for documents, commas and cursor

@@ -17,7 +17,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from indexing.deadline import DeadlineExceeded
-from indexing.filters import FilterError, Node, Schema, parse_filter
+from indexing.filter_parser import parse_filter
+from indexing.filters import FilterError, Node, Schema
 from indexing.jobs import JobStoreMoved
 from indexing.queue import QueueUnavailable
 from service.capacity import DiskFull, QueueFull, free_disk

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from indexing.filters import MAX_CONDITIONS, MAX_DEPTH, MAX_NESTED, Bool, FilterError, Schema, parse_filter
+from indexing.filter_parser import parse_filter
+from indexing.filters import MAX_CONDITIONS, MAX_DEPTH, MAX_NESTED, Bool, FilterError, Schema
 
 SCHEMA = Schema.from_json({"fields": {"tenant": "keyword", "year": "integer"}})
 
@@ -67,3 +68,56 @@ def test_the_depth_bound_still_holds() -> None:
     with pytest.raises(FilterError) as err:
         parse_filter({"must": [raw]}, SCHEMA)
     assert err.value.message == f"filters nest at most {MAX_DEPTH} levels deep"
+
+
+@pytest.mark.parametrize(
+    ("raw", "path"),
+    [
+        ({"has_id": []}, "filter.has_id"),
+        ({"has_id": "a"}, "filter.has_id"),
+        ({"has_id": ["a", 7]}, "filter.has_id[1]"),
+        ({"has_id": [f"d{i}" for i in range(1025)]}, "filter.has_id"),
+        ({"has_id": ["a"], "key": "x"}, "filter"),
+        ({"key": "tag", "match": {"except": []}}, "filter.match.except"),
+        ({"key": "tag", "match": {"except": "a"}}, "filter.match.except"),
+        ({"key": "tag", "match": {"except": [{"a": 1}]}}, "filter.match.except[0]"),
+        ({"key": "tag", "values_count": {"gte": -1}}, "filter.values_count.gte"),
+        ({"key": "tag", "values_count": {"gte": 1.5}}, "filter.values_count.gte"),
+        ({"key": "tag", "values_count": {"gte": True}}, "filter.values_count.gte"),
+        ({"key": "tag", "values_count": {}}, "filter.values_count"),
+        ({"key": "tag", "values_count": {"eq": 1}}, "filter.values_count"),
+        ({"is_empty": {"key": ""}}, "filter.is_empty.key"),
+        ({"is_empty": "tag"}, "filter.is_empty"),
+        ({"min_should": {"conditions": [], "min_count": 1}}, "filter.min_should.conditions"),
+        ({"min_should": {"conditions": [{"exists": {"key": "a"}}], "min_count": 2}}, "filter.min_should.min_count"),
+        ({"min_should": {"conditions": [{"exists": {"key": "a"}}], "min_count": 0}}, "filter.min_should.min_count"),
+        ({"min_should": {"conditions": [{"exists": {"key": "a"}}]}}, "filter.min_should"),
+        ({"min_should": [{"exists": {"key": "a"}}]}, "filter.min_should"),
+        ({"min_should": {"conditions": [{"bad": 1}], "min_count": 1}}, "filter.min_should.conditions[0]"),
+    ],
+)
+def test_the_further_conditions_refuse_bad_shapes_naming_their_path(raw: dict[str, object], path: str) -> None:
+    with pytest.raises(FilterError) as err:
+        parse_filter(raw, Schema({}))
+    assert err.value.path == path
+
+
+def test_a_filter_names_at_most_ten_thousand_ids() -> None:
+    ids = [f"d{i}" for i in range(1000)]
+    assert parse_filter({"should": [{"has_id": ids}] * 10}) is not None
+    with pytest.raises(FilterError, match="at most 10000 ids") as err:
+        parse_filter({"should": [{"has_id": ids}] * 11})
+    assert err.value.path == "filter.should[10].has_id"
+
+
+def test_min_should_conditions_count_towards_the_limits() -> None:
+    with pytest.raises(FilterError, match="at most 256 conditions"):
+        parse_filter({"min_should": {"conditions": _leaves(MAX_CONDITIONS + 1), "min_count": 1}})
+    assert parse_filter({"min_should": {"conditions": _leaves(MAX_CONDITIONS), "min_count": 1}}) is not None
+
+
+def test_is_empty_is_the_must_not_of_exists_and_has_id_keeps_each_id_once() -> None:
+    from indexing.filters import Exists, HasId
+
+    assert parse_filter({"is_empty": {"key": "a"}}) == Bool(must_not=(Exists("a"),))
+    assert parse_filter({"has_id": ["b", "a", "b"]}) == HasId(("b", "a"))

@@ -20,7 +20,8 @@ from indexing.engine import LocalFanout
 from indexing.engine import count as engine_count
 from indexing.engine import search as engine_search
 from indexing.filter_match import matches
-from indexing.filters import FilterError, Schema, parse_filter
+from indexing.filter_parser import parse_filter
+from indexing.filters import FilterError, Schema
 from indexing.ranking import RankRequest
 from indexing.store import CollectionStore
 

@@ -13,8 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from indexing import deadline
-from indexing.filter_match import matches
-from indexing.filters import Schema, parse_filter
+from indexing.filter_match import each_matches, matches
+from indexing.filter_parser import parse_filter
+from indexing.filters import Schema, bind_ids
 from indexing.payload import MAX_PREBUILT, Payload
 
 HUGE = 10**400
@@ -37,9 +38,18 @@ condition = st.one_of(
     st.builds(lambda vs: {"key": "v", "match": {"any": vs}}, st.lists(scalars, min_size=1, max_size=4)),
     st.builds(lambda op, b: {"key": "v", "range": {op: b}}, st.sampled_from(["gt", "gte", "lt", "lte"]), bound),
     st.builds(lambda lo, hi: {"key": "v", "range": {"gte": lo, "lt": hi}}, bound, bound),
+    st.builds(lambda vs: {"key": "v", "match": {"except": vs}}, st.lists(scalars, min_size=1, max_size=4)),
+    st.builds(
+        lambda op, c: {"key": "v", "values_count": {op: c}},
+        st.sampled_from(["gt", "gte", "lt", "lte"]),
+        st.integers(0, 4),
+    ),
     st.just({"exists": {"key": "v"}}),
     st.just({"is_null": {"key": "v"}}),
+    st.just({"is_empty": {"key": "v"}}),
     st.just({"key": "absent", "match": {"value": 1}}),
+    st.just({"key": "absent", "values_count": {"lt": 1}}),
+    st.builds(lambda ids: {"has_id": ids}, st.lists(st.sampled_from(["d0", "d1", "d2", "d5"]), min_size=1, max_size=3)),
 )
 
 
@@ -54,13 +64,18 @@ def _parse(raw: dict[str, Any]) -> Any:
 @given(rows=st.lists(metadata, min_size=1, max_size=8), raws=st.lists(condition, min_size=1, max_size=3))
 def test_an_undeclared_field_answers_as_the_scan_does(rows: list[dict[str, Any]], raws: list[dict[str, Any]]) -> None:
     shared = [rows[i % len(rows)] for i in range(len(rows) * 2)]  # rows of one document share one dict
+    ids = [f"d{i % len(rows)}" for i in range(len(shared))]
     p = Payload(shared)
-    for raw in [*raws, {"must_not": raws}, {"should": raws}]:
+    docs = np.asarray([i % len(rows) for i in range(len(shared))], np.int64)  # a document's number, by row
+    numbers = {f"d{i}": i for i in range(len(rows))}
+    least = {"min_should": {"conditions": raws, "min_count": len(raws)}}
+    for raw in [*raws, {"must_not": raws}, {"should": raws}, least, {**least, "must_not": raws[:1]}]:
         node = _parse(raw)
         if node is None:
             continue
-        want = [matches(node, md) for md in shared]
-        assert p.mask(node, {}).tolist() == want, raw
+        want = [matches(node, md, doc_id) for md, doc_id in zip(shared, ids, strict=True)]
+        assert p.mask(bind_ids(node, numbers), {}, docs).tolist() == want, raw  # type: ignore[arg-type]
+        assert each_matches(node, shared, ids) == want, raw
 
 
 def test_numbers_compare_exactly_across_ints_floats_and_huge_integers() -> None:
@@ -116,11 +131,14 @@ def test_columns_built_at_load_answer_as_the_scan_does(rows: list[dict[str, Any]
     p = Payload(shared)
     p.index_undeclared({})  # what a segment's load does: every field held gets its column, in one pass
     built = dict(p.loose)
+    docs = np.asarray([i % len(rows) for i in range(len(shared))], np.int64)
     for raw in [*raws, {"must_not": raws}]:
         node = _parse(raw)
         if node is None:
             continue
-        assert p.mask(node, {}).tolist() == [matches(node, md) for md in shared], raw
+        want = [matches(node, md, f"d{d}") for md, d in zip(shared, docs.tolist(), strict=True)]
+        bound = bind_ids(node, {f"d{i}": i for i in range(len(rows))})
+        assert p.mask(bound, {}, docs).tolist() == want, raw  # type: ignore[arg-type]
     assert p.loose == built  # no filter built a column
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from indexing.filters import Schema, parse_filter
+from indexing.filter_parser import parse_filter
+from indexing.filters import Schema
 from indexing.payload import Payload
 
 HUGE = 10**400  # a JSON integer literal: no float holds it
@@ -141,3 +142,36 @@ def test_rfc_3339_lower_case_z_and_t_are_utc_as_upper_case_ones() -> None:
     for text in ("2024-05-01T10:00:00Z", "2024-05-01T10:00:00z", "2024-05-01t10:00:00z"):
         assert parse_datetime(text) == want, text
     assert parse_datetime("z") is None and parse_datetime("") is None
+
+
+def test_except_values_count_is_empty_and_min_should_on_declared_fields_answer_as_the_scan_does() -> None:
+    from indexing.filter_match import matches
+
+    fields = {"tag": "keyword", "year": "integer", "ok": "boolean"}
+    rows: list[dict[str, object]] = [
+        {"tag": "a", "year": 2020, "ok": True},
+        {"tag": ["a", "b"], "year": [2020, 2021]},
+        {"tag": ["a", None], "ok": False},
+        {"tag": None, "year": None},
+        {"tag": []},
+        {},
+    ]
+    p = _payload(fields, rows)
+    conditions: list[dict[str, object]] = [
+        {"key": "tag", "match": {"except": ["a"]}},
+        {"key": "tag", "match": {"except": ["z"]}},
+        {"key": "year", "match": {"except": [2020]}},
+        {"key": "ok", "match": {"except": [True]}},
+        *({"key": k, "values_count": {op: c}} for k in fields for op in ("gt", "lte") for c in (0, 1, 2)),
+        *({"is_empty": {"key": k}} for k in fields),
+    ]
+    for raw in [
+        *conditions,
+        {"min_should": {"conditions": conditions[:4], "min_count": 2}},
+        {"must": [conditions[0]], "min_should": {"conditions": conditions[4:8], "min_count": 1}},
+    ]:
+        want = [i for i, md in enumerate(rows) if matches(parse_filter(raw, Schema(fields)), md)]  # type: ignore[arg-type]
+        assert _rows(p, raw, fields) == want, raw
+    assert _rows(p, {"key": "tag", "match": {"except": ["a"]}}, fields) == [1]  # b; a missing tag holds no value
+    assert _rows(p, {"is_empty": {"key": "tag"}}, fields) == [3, 4, 5]
+    assert _rows(p, {"key": "tag", "values_count": {"gte": 2}}, fields) == [1]  # ["a", None] holds one value

@@ -15,7 +15,8 @@ from indexing import snapshot_restore
 from indexing.collection import CollectionSettings
 from indexing.engine import LOCAL_FANOUT, count
 from indexing.engine import search as engine_search
-from indexing.filters import Schema, parse_filter
+from indexing.filter_parser import parse_filter
+from indexing.filters import Schema
 from indexing.ingest import run_job
 from indexing.jobs import JobKind, JobStatus
 from indexing.ranking import RankRequest

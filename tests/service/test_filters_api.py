@@ -48,6 +48,22 @@ FILTERS: list[dict[str, Any]] = [
     {"must": [{"key": "year", "range": {"gte": 2003, "lt": 2006}}, {"key": "ok", "match": {"value": True}}]},
     {"must": [{"key": "at", "range": {"gte": "2024-03-01T00:00:00Z", "lt": "2024-07-01T00:00:00Z"}}]},
     {"should": [{"key": "tags", "match": {"any": ["red"]}}], "must_not": [{"key": "tenant", "match": {"value": "t0"}}]},
+    {"has_id": ["doc-01", "doc-05", "doc-17", "doc-30", "no-such-doc"]},
+    {"must": [{"has_id": ["doc-01", "doc-02", "doc-05"]}], "must_not": [{"key": "tenant", "match": {"value": "t2"}}]},
+    {"must_not": [{"has_id": [f"doc-{i:02d}" for i in range(30)]}]},
+    {"key": "tenant", "match": {"except": ["t0", "t1"]}},
+    {"is_empty": {"key": "tags"}},
+    {"key": "tags", "values_count": {"gte": 1}},
+    {
+        "min_should": {
+            "conditions": [
+                {"key": "tenant", "match": {"value": "t1"}},
+                {"key": "ok", "match": {"value": True}},
+                {"key": "year", "range": {"gte": 2005}},
+            ],
+            "min_count": 2,
+        }
+    },
 ]
 
 
@@ -58,12 +74,13 @@ def _search(c: httpx.Client, collection: str, mode: str, flt: Any, **extra: Any)
     return list(r.json()["hits"])
 
 
-def _passes(flt: dict[str, Any], md: dict[str, Any]) -> bool:
+def _passes(flt: dict[str, Any], doc: dict[str, Any]) -> bool:
     from indexing.filter_match import matches
-    from indexing.filters import Schema, parse_filter
+    from indexing.filter_parser import parse_filter
+    from indexing.filters import Schema
 
     node = parse_filter(flt, Schema.from_json(SCHEMA))
-    return node is None or matches(node, md)
+    return node is None or matches(node, doc["metadata"], doc["id"])
 
 
 @pytest.mark.parametrize("mode", ["dense", "bm25", "hybrid"])
@@ -75,11 +92,44 @@ def test_filtered_search_returns_only_passing_documents_alike_on_one_and_three_s
         one = _search(client, "one", mode, flt)
         three = _search(client, "three", mode, flt)
         assert one, flt
-        assert all(_passes(flt, by_id[h["id"]]["metadata"]) for h in one), flt
+        assert all(_passes(flt, by_id[h["id"]]) for h in one), flt
         assert [(h["id"], h["passage"]["id"]) for h in one] == [(h["id"], h["passage"]["id"]) for h in three], flt
         assert [h["score"] for h in one] == pytest.approx([h["score"] for h in three], abs=1e-6)
         if mode == "dense":  # every passing document has a passage: the dense list holds all of them
-            assert {h["id"] for h in one} == {i for i, d in by_id.items() if _passes(flt, d["metadata"])}
+            assert {h["id"] for h in one} == {i for i, d in by_id.items() if _passes(flt, d)}
+
+
+def test_counts_facets_and_scrolls_apply_every_condition_alike_on_one_and_three_shards(client: httpx.Client) -> None:
+    docs = _docs()
+    for flt in FILTERS:
+        want = sorted(d["id"] for d in docs if _passes(flt, d))
+        for name in ("one", "three"):
+            r = client.post(f"/collections/{name}/count", json={"filter": flt})
+            assert r.status_code == 200 and r.json()["count"] == len(want), (name, flt, r.text)
+            r = client.post(f"/collections/{name}/facet", json={"key": "tenant", "filter": flt})
+            assert r.status_code == 200, r.text
+            assert sum(h["count"] for h in r.json()["hits"]) == len(want), (name, flt)
+            r = client.get(f"/collections/{name}/documents", params={"filter": json.dumps(flt), "limit": 100})
+            assert r.status_code == 200, r.text
+            assert sorted(d["id"] for d in r.json()["documents"]) == want, (name, flt)
+
+
+def test_delete_by_a_has_id_filter_deletes_those_documents(client: httpx.Client) -> None:
+    for name, shards in (("del-one", 1), ("del-three", 3)):
+        r = client.post("/index", json={"collection": name, "documents": _docs(), "schema": SCHEMA, "shards": shards})
+        assert wait_job(client, r.json()["job_id"])["status"] == "succeeded"
+        flt = {
+            "must": [{"has_id": ["doc-03", "doc-04", "doc-39", "absent"]}],
+            "must_not": [{"key": "ok", "match": {"value": False}}],
+        }
+        r = client.post(f"/collections/{name}/delete", json={"filter": flt})
+        assert r.status_code == 202, r.text
+        job = wait_job(client, r.json()["job_id"])
+        assert job["status"] == "succeeded" and job["result"]["deleted"] == 1, job  # doc-04: the even one
+        assert client.get(f"/collections/{name}/documents/doc-04").status_code == 404
+        assert client.get(f"/collections/{name}/documents/doc-03").status_code == 200
+        r = client.post(f"/collections/{name}/count", json={"filter": {"has_id": ["doc-03", "doc-04"]}})
+        assert r.json()["count"] == 1
 
 
 def test_offset_pages_the_fused_list(client: httpx.Client) -> None:

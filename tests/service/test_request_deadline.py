@@ -187,7 +187,7 @@ def test_the_engine_work_of_a_request_sees_its_deadline_and_stops_at_it() -> Non
     # stops once the deadline has passed (here it passes as the request starts: a deadline of 0 s) instead of
     # running on for a client that has had its 503.
     from indexing import deadline
-    from indexing.filters import parse_filter
+    from indexing.filter_parser import parse_filter
     from indexing.payload import Payload
 
     stopped: list[bool] = []
