@@ -10,6 +10,11 @@ throughput rises with concurrency instead of queueing one forward pass per reque
 queued runs its pass in its own thread: no hand-off to the encoder thread and back, and no wait at all.
 
 Each request records its `queue` and `encode` stages (service/timing.py) for the Server-Timing header.
+
+A request carries its budget (indexing/deadline.py: its deadline, and whether its client has gone) to the
+encoder thread: one whose budget is spent leaves the queue with DeadlineExceeded before the next pass instead of
+being encoded for nobody, so a large batch whose client timed out or hung up stops within one pass, and the
+requests behind it are not held back by it.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ from typing import Protocol
 
 import numpy as np
 
+from indexing import deadline
+from indexing.deadline import Budget, DeadlineExceeded
 from models import Embedder, EmbedderCache
 from models.cde.context import CorpusContext
 from service import timing
@@ -49,6 +56,7 @@ class _Request:
     submitted: float = field(default_factory=time.perf_counter)
     began: float | None = None  # when its first pass started, and its last one ended (perf_counter)
     ended: float | None = None
+    budget: Budget | None = field(default_factory=deadline.current)  # made in the caller's thread: its request's
 
     @property
     def left(self) -> int:
@@ -177,6 +185,13 @@ class MicroBatcher:
                 size += item.left
         return False
 
+    def _drop_spent(self) -> None:
+        """Requests past their deadline, or whose client went away, leave unencoded: the client has had its 503
+        (or nobody is there), and every pass spent on them holds back the requests behind."""
+        for r in [r for r in self._waiting if r.budget is not None and r.budget.spent()]:
+            self._waiting.remove(r)
+            r.future.set_exception(DeadlineExceeded("the request's deadline passed, or its client went away"))
+
     def _next_pass(self) -> list[tuple[_Request, int]]:
         """(request, texts it puts in) for the next pass: the oldest request's context, shared out fairly."""
         key = _context_key(self._waiting[0])
@@ -195,6 +210,9 @@ class MicroBatcher:
                 self._waiting.append(first)
             if not stopping:
                 stopping = self._gather()
+            self._drop_spent()
+            if not self._waiting:
+                continue
             plan = self._next_pass()
             texts = [t for r, n in plan for t in r.texts[r.done : r.done + n]]
             with self._busy:
@@ -224,6 +242,23 @@ class MicroBatcher:
             self._waiting.rotate(-1)
 
 
+class Chunked:
+    """The query encoder without micro-batching (max_batch 1): a request's texts are still encoded `size` at a
+    time, its deadline checked between passes (a batch of 256 long queries is not one uninterruptible pass)."""
+
+    def __init__(self, embedder: Embedder, size: int = 32) -> None:
+        self.embedder, self.size = embedder, size
+
+    def encode_queries(self, texts: Sequence[str], *, context: CorpusContext | None = None) -> np.ndarray:
+        if len(texts) <= self.size:
+            return self.embedder.encode_queries(texts, context=context)
+        parts = []
+        for i in range(0, len(texts), self.size):
+            deadline.check()
+            parts.append(self.embedder.encode_queries(texts[i : i + self.size], context=context))  # (size, d)
+        return np.concatenate(parts)
+
+
 class QueryEncoders:
     """The query-side encoder of each embedder: micro-batched unless max_batch is 1."""
 
@@ -245,7 +280,7 @@ class QueryEncoders:
     def get(self, name: str) -> QueryEncoder:
         embedder = self.embedders.get(name)
         if self.max_batch <= 1:
-            return embedder
+            return Chunked(embedder)
         with self._lock:
             if embedder.name not in self._batchers:
                 self._batchers[embedder.name] = MicroBatcher(

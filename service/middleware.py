@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -82,10 +83,23 @@ def request_guard(
         status = 0  # the response's, once it has started
         began = time.perf_counter()
 
+        gone = threading.Event()  # the client closed the connection: the request's work stops (indexing/deadline.py)
+        watcher: asyncio.Task[None] | None = None
+
+        async def watch() -> None:
+            # After the body only a disconnect can come (both HTTP parsers answer every later receive with one once
+            # the connection is lost, or once the response is complete, when nothing is left to stop).
+            if (await receive())["type"] == "http.disconnect":
+                gone.set()
+
         async def receive_counted() -> Message:
-            nonlocal moved
+            nonlocal moved, watcher
             message = await receive()
             moved += len(message.get("body", b""))
+            if message["type"] == "http.disconnect":
+                gone.set()
+            elif watcher is None and not message.get("more_body", False):  # the whole body is in: listen on
+                watcher = asyncio.ensure_future(watch())
             return message
 
         def tagged(message: Message) -> Message:
@@ -125,7 +139,7 @@ def request_guard(
         # thread pool cannot be interrupted, and cancelling it waits for the thread anyway.
         # The engine's scans check the same deadline (indexing/deadline.py) and stop at it, so that no work goes on
         # for a client that has had its 503; the task (and the threads it hands work to) copies it as it is made.
-        with deadline.until(time.monotonic() + timeout_s):
+        with deadline.until(time.monotonic() + timeout_s, gone):
             task = asyncio.ensure_future(handler(scope, receive_counted, send_from_app))
         try:
             done, _ = await asyncio.wait({task}, timeout=max(timeout_s - window_s, 0.0))
@@ -162,6 +176,8 @@ def request_guard(
             if not task.done():  # past the deadline, or we were cancelled ourselves (client gone, shutdown)
                 task.cancel()
                 task.add_done_callback(_swallow)
+            if watcher is not None:
+                watcher.cancel()
             if access_log:
                 _log_access(scope, status, began, rid)
             timing.end(timing_token)
