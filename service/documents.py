@@ -189,6 +189,24 @@ def submit_upsert(
     return job
 
 
+def create_collection(
+    *,
+    state: AppState,
+    name: str,
+    embedder: str | None = None,
+    shards: int | None = None,
+    schema: dict[str, Any] | None = None,
+) -> tuple[Collection, bool]:
+    """An empty collection with these settings, as the first write would make it; True when this call made it.
+    One already there with the settings asked is returned as it is (CollectionConflict when they differ)."""
+    new = not state.collections.exists(name)
+    if new:  # refused before the collection is made, as a first write is
+        state.jobs.check_file()
+        check_room(state.settings, state.jobs)
+    coll = get_or_create_collection(state=state, name=name, embedder=embedder, shards=shards, schema=schema)
+    return coll, new
+
+
 def delete_collection(*, state: AppState, name: str) -> None:
     state.jobs.cancel_collection(name)
     state.collections.delete(name)

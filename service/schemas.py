@@ -155,6 +155,26 @@ class IndexRequest(UnicodeBody):
         return self
 
 
+class CollectionCreate(UnicodeBody):
+    """An empty collection's settings: what the first POST /index of a collection may name."""
+
+    model_config = REQUEST_CONFIG
+    embedder: str | None = Field(
+        None, description="embedder, by registry name ('default' or a name GET /models lists); unset: the default"
+    )
+    schema_: CollectionSchema | None = Field(
+        None,
+        alias="schema",
+        description="typed metadata fields, indexed for filters (change later with PUT .../schema)",
+    )
+    shards: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_SHARDS_PER_COLLECTION,
+        description="shards (documents split by a hash of their id); unset: 1",
+    )
+
+
 class JobOut(BaseModel):
     id: str
     collection: str

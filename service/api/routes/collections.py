@@ -5,12 +5,13 @@ from typing import Any
 from fastapi import APIRouter, Request, Response, status
 
 import service.api.doc_id_path  # noqa: F401  registers {doc_id:doc_id} before the routes below
-from indexing.collection import CollectionConflict, CollectionNotFound
+from indexing.collection import NAME_RE, CollectionConflict, CollectionNotFound
 from indexing.jobs import Job, JobKind
+from indexing.shard_budget import ShardLimitExceeded
 from service.api.json_body import JsonRoute
 from service.deps import State
 from service.document_api import submit_delete_many
-from service.documents import delete_collection
+from service.documents import UnsupportedSharding, create_collection, delete_collection
 from service.errors import ApiError, shown
 from service.model_registry import (
     ModelKindMismatch,
@@ -21,7 +22,7 @@ from service.model_registry import (
 )
 from service.reindex import NothingToSwitch, UnknownDataset, generation_info, submit_reindex, submit_switch
 from service.reindex_schemas import ReindexRequest
-from service.schemas import CollectionList, CollectionOut, ErrorResponse, JobAccepted
+from service.schemas import CollectionCreate, CollectionList, CollectionOut, ErrorResponse, JobAccepted
 
 router = APIRouter(prefix="/collections", tags=["collections"], route_class=JsonRoute)
 NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorResponse}}
@@ -66,6 +67,50 @@ def get_collection(name: str, state: State) -> CollectionOut:
         return collection_out(state, coll, with_generations=True)
     except CollectionNotFound as exc:
         raise not_found(name) from exc
+
+
+@router.put(
+    "/{name}",
+    response_model=CollectionOut,
+    status_code=status.HTTP_201_CREATED,
+    responses={
+        200: {"model": CollectionOut, "description": "the collection was there already, with these settings"},
+        409: {"model": ErrorResponse, "description": "a collection of that name with other settings, or an alias"},
+        422: {"model": ErrorResponse},
+    },
+)
+def put_collection(name: str, state: State, response: Response, body: CollectionCreate | None = None) -> CollectionOut:
+    """Create an empty collection with its embedder, shards and schema, before any document: as Qdrant's
+    PUT /collections/{name} and Elasticsearch's PUT /{index} do. 201 when made; a collection of that name with the
+    same settings is answered 200 as it is (a deployment script can run again), one with other settings is a 409,
+    as a first POST /index naming them would be. Writes, aliases and schema changes then find it."""
+    if not NAME_RE.fullmatch(name):
+        raise ApiError(422, "invalid_request", f"collection name {shown(name)} must match {NAME_RE.pattern}")
+    target = state.collections.aliases.target(name)
+    if target is not None:
+        raise ApiError(409, "conflict", f"{shown(name)} is an alias of {shown(target)}")
+    body = body or CollectionCreate()
+    try:
+        coll, made = create_collection(
+            state=state,
+            name=name,
+            embedder=body.embedder,
+            shards=body.shards,
+            schema=body.schema_.model_dump() if body.schema_ is not None else None,
+        )
+    except UnsupportedSharding as exc:
+        raise ApiError(422, "invalid_request", str(exc)) from exc
+    except CollectionConflict as exc:
+        raise ApiError(409, "conflict", str(exc)) from exc
+    except ShardLimitExceeded as exc:
+        raise ApiError(409, "limit_exceeded", str(exc)) from exc
+    except UnknownModelName as exc:
+        raise ApiError(422, "unknown_model", str(exc)) from exc
+    except (ModelKindMismatch, UnusableModel) as exc:
+        raise ApiError(422, "invalid_model", str(exc)) from exc
+    if not made:
+        response.status_code = status.HTTP_200_OK
+    return collection_out(state, coll, with_generations=True)
 
 
 # Whether a collection (or an alias) exists, as Elasticsearch's HEAD /{index}: 200 or 404, without a body.
