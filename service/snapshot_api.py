@@ -167,6 +167,9 @@ def earlier_restore(*, state: AppState, into: str, sha256: str | None) -> Job | 
             job.status == JobStatus.SUCCEEDED
             and made.get("sha256") == sha256
             and restored_by(state.collections, into, made.get("created_at"))
+            # and nothing was asked of it since (a write, a schema change, a reindex): the collection is then
+            # no longer what the snapshot holds, and the request is a new restore into a name that is taken
+            and state.jobs.latest_of(into, frozenset(JobKind)) == job_id
         )
     except JobNotFound:
         return None

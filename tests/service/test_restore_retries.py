@@ -69,6 +69,11 @@ def test_a_restore_sent_again_gets_its_own_job(app: tuple[httpx.Client, Path]) -
     assert client.delete("/collections/copy").status_code in (200, 202, 204)
     redo = run_job(client, client.post(url, json={"into": "copy"}))
     assert redo["id"] != job["id"] and client.get("/collections/copy").json()["documents"] == 12
+    # Written since: the collection is no longer what the snapshot holds, so the same request is a new restore
+    # into a taken name (409), not the earlier job's success.
+    index(client, "copy", [{"id": "extra", "text": "written after the restore"}])
+    _error(client.post(url, json={"into": "copy"}), 409, "conflict")
+    assert client.get("/collections/copy").json()["documents"] == 13
 
 
 def test_an_upload_sent_again_gets_its_own_job_and_stores_nothing(app: tuple[httpx.Client, Path]) -> None:
