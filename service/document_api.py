@@ -66,6 +66,15 @@ def get_document(*, state: AppState, collection: str, doc_id: str) -> DocumentRe
     return doc
 
 
+def get_documents(*, coll: Collection, ids: list[str], passages: bool) -> tuple[list[DocumentRecord], list[str]]:
+    """The stored documents among `ids` in their order (an id once), with their passages when asked, and the ids
+    of no document."""
+    wanted = list(dict.fromkeys(ids))
+    with_passages = {d: doc for d in wanted if (doc := coll.document(d)) is not None} if passages else None
+    found = coll.documents(wanted) if with_passages is None else with_passages
+    return [found[d] for d in wanted if d in found], [d for d in wanted if d not in found]
+
+
 @dataclass(frozen=True)
 class ScrollPage:
     documents: list[DocumentRecord]

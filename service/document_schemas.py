@@ -1,5 +1,5 @@
-"""Request and response bodies of the document API: get, scroll, patch, delete many, count, and declaring metadata
-fields."""
+"""Request and response bodies of the document API: get (one or many), scroll, patch, delete many, count, and
+declaring metadata fields."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from service.schemas import REQUEST_CONFIG, UnicodeBody
 from service.search_schemas import response_metadata
 
 MAX_SCROLL_LIMIT = 1000
+MAX_GET_IDS = 1000
 
 
 class PassageSpan(BaseModel):
@@ -47,6 +48,21 @@ class ScrollResponse(BaseModel):
         "A page may hold fewer than `limit` documents (even none) and still have a next_cursor: each request "
         "scans a bounded number of documents",
     )
+
+
+class GetDocumentsRequest(UnicodeBody):
+    model_config = REQUEST_CONFIG
+    ids: list[Annotated[str, Field(min_length=1, max_length=512)]] = Field(
+        ..., min_length=1, max_length=MAX_GET_IDS, description="document ids (an id given twice is returned once)"
+    )
+    passages: bool = Field(False, description="also each document's passages (ids and character offsets)")
+
+
+class GetDocumentsResponse(BaseModel):
+    documents: list[DocumentOut | StoredDocumentOut] = Field(
+        ..., description="the documents found, in the order of `ids` (with `passages` when asked)"
+    )
+    not_found: list[str] = Field(..., description="the ids of no document, in the order of `ids`")
 
 
 class PatchRequest(UnicodeBody):

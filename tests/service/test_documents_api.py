@@ -219,3 +219,22 @@ def test_ids_with_newlines_address_their_own_document(server: Server) -> None:
     left = {d["id"]: d.get("metadata") for d in scroll_all(client, "newlines")[0]}
     assert set(left) == {"a", "a\n", "\na", "\r\n"}
     assert left["a\n"] == {"k": 1} and not left["a"]  # the patch reached "a\n", not "a"
+
+
+def test_many_documents_are_read_by_id_in_one_request(server: Server) -> None:
+    from service.document_schemas import MAX_GET_IDS
+
+    client, _ = server
+    index(client, "mget", [{"id": f"m{i}", "text": f"note {i} about tides", "metadata": {"n": i}} for i in range(5)])
+    r = client.post("/collections/mget/documents/get", json={"ids": ["m3", "nope", "m0", "m3"]})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert [d["id"] for d in body["documents"]] == ["m3", "m0"] and body["not_found"] == ["nope"]
+    assert body["documents"][0] == {"id": "m3", "title": "", "text": "note 3 about tides", "metadata": {"n": 3}}
+    one = client.get("/collections/mget/documents/m3").json()
+    full = client.post("/collections/mget/documents/get", json={"ids": ["m3"], "passages": True}).json()
+    assert full["documents"] == [one]
+    assert client.post("/collections/nope/documents/get", json={"ids": ["a"]}).status_code == 404
+    for bad in ({"ids": []}, {"ids": [""]}, {"ids": ["a"] * (MAX_GET_IDS + 1)}, {"ids": "m1"}, {"idz": ["m1"]}):
+        r = client.post("/collections/mget/documents/get", json=bad)
+        assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_request", (bad, r.text)

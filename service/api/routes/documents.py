@@ -25,6 +25,7 @@ from service.document_api import (
     encode_cursor,
     facet,
     get_document,
+    get_documents,
     scroll,
     submit_delete_many,
     submit_patch,
@@ -39,6 +40,8 @@ from service.document_schemas import (
     FacetHit,
     FacetRequest,
     FacetResponse,
+    GetDocumentsRequest,
+    GetDocumentsResponse,
     PassageSpan,
     PatchRequest,
     ScrollResponse,
@@ -158,9 +161,33 @@ def read_document(name: str, doc_id: str, state: State) -> Response:
     # and passages add to it: measured before the body is built.
     advice = f"document {shown(doc.doc_id)} is larger with its metadata and passages: raise the limit to read it"
     check_response_size(state.settings, document_size(doc, passages=True), advice=advice)
-    spans = [PassageSpan(id=p, index=i, start=a, end=b) for p, i, a, b in doc.passages or []]
-    out = DocumentOut(id=doc.doc_id, title=doc.title, text=doc.text, metadata=doc.metadata, passages=spans)
+    out = _full(doc)
     return _bounded(state, out.__pydantic_serializer__.to_json(out), advice=advice)
+
+
+@router.post(
+    "/{name}/documents/get",
+    response_model=GetDocumentsResponse,
+    responses={
+        **ERRORS,
+        413: {"model": ErrorResponse, "description": "the documents are larger than the response limit"},
+    },
+)
+def read_documents(name: str, body: GetDocumentsRequest, state: State) -> Response:
+    """Many documents by id in one request, as Qdrant's retrieve and Elasticsearch's mget: those found, in the
+    order asked, and the ids of none. Their passages too with `"passages": true`."""
+    coll = _collection(state, name)
+    docs, missing = get_documents(coll=coll, ids=body.ids, passages=body.passages)
+    advice = "ask for fewer documents at a time, or raise the limit"
+    size = sum(document_size(d, passages=body.passages) for d in docs) + sum(len(m) + 4 for m in missing) + 64
+    check_response_size(state.settings, size, advice=advice)
+    out = GetDocumentsResponse(documents=[_full(d) if body.passages else _stored(d) for d in docs], not_found=missing)
+    return _bounded(state, out.__pydantic_serializer__.to_json(out), advice=advice)
+
+
+def _full(doc: DocumentRecord) -> DocumentOut:
+    spans = [PassageSpan(id=p, index=i, start=a, end=b) for p, i, a, b in doc.passages or []]
+    return DocumentOut(id=doc.doc_id, title=doc.title, text=doc.text, metadata=doc.metadata, passages=spans)
 
 
 # Whether a document exists, as Elasticsearch's HEAD /{index}/_doc/{id}: 200 or 404, without a body.
