@@ -110,7 +110,10 @@ def main(args: argparse.Namespace) -> int:
         except BadOption as exc:
             return _fail(str(exc), 2)
     settings = Settings(data_dir=Path(args.data_dir)) if args.data_dir else Settings()
-    state = build_state(settings)
+    # Leased as `vela ingest`'s jobs are (renewed while it runs, below): killed outright, this command leaves a job
+    # that a server or a worker of the data directory takes over once the lease expires, instead of one that
+    # stays `running` with nobody running it.
+    state = build_state(settings, lease_s=settings.claim_idle_s)
     try:
         if args.resume:
             job = _job_to_resume(state, args.collection, args.resume)
@@ -163,11 +166,13 @@ def _run(state: Any, job: Any, args: argparse.Namespace) -> int:
     """Run the job here with a bar of its documents (a promotion or rollback counts none: no bar); the job's
     status and result as JSON on stdout, and a failed job's error in one line on stderr."""
     from cli.console import DocumentBar, job_errors_in_one_line, quiet_libraries
+    from cli.ingest_run import renewing
     from indexing.ingest import run_job
     from indexing.jobs import JobStatus
 
+    title = f"{job.kind.value} {job.collection}"
     try:
-        with quiet_libraries(), job_errors_in_one_line(), DocumentBar(f"{job.kind.value} {job.collection}") as bar:
+        with quiet_libraries(), job_errors_in_one_line(), DocumentBar(title) as bar, renewing(state.jobs):
             status = run_job(
                 job_id=job.id,
                 jobs=state.jobs,

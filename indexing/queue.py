@@ -73,11 +73,17 @@ class JobQueue(Protocol):
 
 class InProcessQueue:
     """Runs jobs one at a time on a background thread. Jobs left queued or running by a crash are
-    picked up again at start (at-least-once; jobs are idempotent)."""
+    picked up again at start (at-least-once; jobs are idempotent). While it waits for work it also looks, every
+    `sweep_s`, for running jobs whose lease has expired (indexing/job_leases.py): jobs a `vela ingest` or
+    `vela reindex` leased and then stopped renewing, killed outright (SIGKILL, a lost machine). They are queued
+    again and run here, from where they stopped, as a `vela worker` takes over such jobs with Redis."""
 
-    def __init__(self, jobs: JobStore, run: Callable[[str], object]) -> None:
+    SWEEP_S = 10.0
+
+    def __init__(self, jobs: JobStore, run: Callable[[str], object], *, sweep_s: float = SWEEP_S) -> None:
         self.jobs = jobs
         self._run = run
+        self._sweep_s = sweep_s
         self._queue: queue.Queue[str | None] = queue.Queue()
         self._thread = threading.Thread(target=self._loop, name="vela-ingest", daemon=True)
         self._stopping = threading.Event()
@@ -118,9 +124,27 @@ class InProcessQueue:
         """Whether the worker thread is alive: started and not yet ended (its job, if any, still runs)."""
         return self._thread.is_alive()
 
+    def _abandoned(self) -> None:
+        """Queue again the running jobs whose lease expired (their runner is gone); a store that cannot be read
+        now is looked at again at the next sweep."""
+        try:
+            found = [j for j in self.jobs.leases.expired() if self.jobs.leases.requeue_expired(j)]
+        except Exception as exc:  # the job store busy or failing: not this thread's end
+            log.warning("expired job leases not looked for", extra={"error": str(exc)})
+            return
+        if found:
+            log.warning("running jobs whose runner is gone: queued again", extra={"job_ids": found[:20]})
+        for job_id in found:
+            self._queue.put(job_id)
+
     def _loop(self) -> None:
         while True:
-            job_id = self._queue.get()
+            try:
+                job_id = self._queue.get(timeout=self._sweep_s)
+            except queue.Empty:
+                if not self._stopping.is_set():
+                    self._abandoned()
+                continue
             if job_id is None or self._stopping.is_set():
                 self._queue.task_done()
                 return

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -88,3 +89,37 @@ def test_reindex_promote_rollback_and_gate(
     gate = _out(capsys)["result"]["gate"]
     assert gate["passed"] and gate["old"] == gate["new"] > 0
     assert len(gens.on_disk(root)) == 2
+
+
+def test_the_job_it_runs_is_leased_and_renewed(
+    tmp_path: Path, tiny_embedder_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Killed outright, `vela reindex` leaves a job whose lease lapses: a server or worker takes it over then.
+    import indexing.ingest as ingest
+
+    vela = tmp_path / "vela"
+    ModelRegistry(vela / "models").register("tiny2", save_tiny_bert(tmp_path / "tiny2"))
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text("\n".join(json.dumps({"id": f"d{i}", "text": f"tides {i}"}) for i in range(5)))
+    ingest_args = ["ingest", "--data", str(corpus), "--data-dir", str(vela), "--embedder", str(tiny_embedder_dir)]
+    assert main([*ingest_args, "--collection", "c"]) == 0
+    monkeypatch.setenv("VELA_CLAIM_IDLE_S", "30")
+    real = ingest.run_job
+    leases: list[tuple[str | None, float | None]] = []  # the job's row as it runs
+
+    def watched(**kw: Any) -> Any:
+        on_progress = kw["on_progress"]
+
+        def progress(done: int, total: int) -> None:
+            with sqlite3.connect(vela / "jobs.sqlite3") as conn:
+                row = conn.execute("SELECT lease_owner, lease_until FROM jobs WHERE id = ?", (kw["job_id"],))
+                leases.append(row.fetchone())
+            on_progress(done, total)
+
+        return real(**{**kw, "on_progress": progress})
+
+    monkeypatch.setattr(ingest, "run_job", watched)
+    capsys.readouterr()
+    assert main(["reindex", "c", "--data-dir", str(vela), "--embedder", "tiny2"]) == 0
+    assert _out(capsys)["status"] == "succeeded"
+    assert leases and all(owner is not None and until is not None for owner, until in leases)

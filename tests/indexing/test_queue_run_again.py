@@ -59,3 +59,35 @@ def test_a_stopping_queue_hands_nothing_back(tmp_path: Path, monkeypatch: pytest
     again.later("j1", OSError("full"))
     threading.Event().wait(0.2)
     assert put == []  # the job stays queued in the store, for the next start
+
+
+def test_a_running_job_whose_lease_expired_is_queued_again_and_run_a_renewed_one_is_not(tmp_path: Path) -> None:
+    # A `vela ingest` or `vela reindex` killed outright leaves its job running under a lease nobody renews: the
+    # in-process queue of a server on the data directory takes it over; a job whose lease is renewed stays its own.
+    jobs = JobStore(tmp_path / "jobs.sqlite3")
+    ran: list[str] = []
+
+    def run(job_id: str) -> None:
+        jobs.start(job_id)
+        jobs.finish(job_id, JobStatus.SUCCEEDED)
+        ran.append(job_id)
+
+    q = InProcessQueue(jobs, run, sweep_s=0.05)
+    q.start()
+    try:
+        cli = JobStore(tmp_path / "jobs.sqlite3", lease_s=0.3)  # what the command runs its jobs through
+        killed = cli.create(collection="c", kind=JobKind.UPSERT, payload=[{"id": "a", "text": "x"}], running_in="cli")
+        alive = cli.create(collection="d", kind=JobKind.UPSERT, payload=[{"id": "b", "text": "y"}], running_in="cli")
+        assert cli.start(killed.id, "cli") is not None and cli.start(alive.id, "cli") is not None
+        for _ in range(30):  # 1.5 s: five lease lengths
+            threading.Event().wait(0.05)
+            cli.leases.renew()  # renews both: the killed one's lease is made to lapse below
+            with sqlite3.connect(tmp_path / "jobs.sqlite3") as conn:
+                conn.execute("UPDATE jobs SET lease_until = 0 WHERE id = ?", (killed.id,))
+            if ran:
+                break
+        threading.Event().wait(0.3)
+    finally:
+        q.stop()
+    assert ran == [killed.id]
+    assert jobs.get(killed.id).status == JobStatus.SUCCEEDED and jobs.get(alive.id).status == JobStatus.RUNNING
