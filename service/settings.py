@@ -104,6 +104,10 @@ class Settings(IndexingSettings):
         description="most shards the data directory may hold, all collections together (a new collection past it "
         "gets 409 limit_exceeded); lowered to what the open-files limit holds",
     )
+    # aliases.json is read on every lookup by name and rewritten whole by each PUT: bounded so that both stay cheap.
+    max_aliases: int = Field(
+        10_000, ge=1, description="most aliases of the data directory; a new one past it gets 409 limit_exceeded"
+    )
     protect_metrics: bool = Field(False, description="with API keys, /metrics needs a key too")
     protect_docs: bool = Field(False, description="with API keys, /docs, /redoc and /openapi.json need a key too")
     access_log: bool = Field(False, description="one JSON log line per request: method, path, status, ms, id")
