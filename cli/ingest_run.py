@@ -153,6 +153,7 @@ def run_jobs(
                 on_progress=advance,
                 worker=worker,
                 ray=ray,
+                metadata_limits=state.settings.metadata_limits(),  # a server's patch it runs first
             )
             if status != JobStatus.SUCCEEDED:  # the run ends with the job that did not succeed
                 final = state.jobs.get(job_id)

@@ -180,6 +180,7 @@ def _run(state: Any, job: Any, args: argparse.Namespace) -> int:
                 embedders=state.embedders,
                 on_progress=bar,
                 worker=WORKER,
+                metadata_limits=state.settings.metadata_limits(),
             )
     except KeyboardInterrupt:  # stopped at once: failed, so that nothing waits for it and a retry resumes it
         # Left `running`, no process would run it (a server runs jobs it finds queued), a cancel would wait for a

@@ -26,6 +26,10 @@ class AliasConflict(ValueError):
     """An alias may not take a collection's name (nor a collection an alias's)."""
 
 
+class AliasLimitExceeded(ValueError):
+    """A new alias would pass the data directory's cap (VELA_MAX_ALIASES): nothing is written."""
+
+
 class NotACollection(LookupError):
     """An alias must point at an existing collection (not at another alias)."""
 
@@ -54,10 +58,14 @@ class AliasStore:
         body = {"version": 1, "aliases": dict(sorted(aliases.items()))}
         write_atomic(self.path, (json.dumps(body, indent=2) + "\n").encode())
 
-    def put(self, alias: str, collection: str, *, is_collection: Callable[[str], bool]) -> bool:
+    def put(
+        self, alias: str, collection: str, *, is_collection: Callable[[str], bool], limit: int | None = None
+    ) -> bool:
         """Point `alias` at `collection` (created, or switched in one rename); True when it is new.
 
-        `is_collection(name)`: whether a collection of that name exists (the store's check, not alias-aware)."""
+        `is_collection(name)`: whether a collection of that name exists (the store's check, not alias-aware).
+        `limit`: most aliases there may be; a new one past it is AliasLimitExceeded (a switch always goes through).
+        Counted under the file lock, so processes creating aliases at once cannot pass it together."""
         with file_lock(self._lock):
             if is_collection(alias):
                 raise AliasConflict(f"{alias!r} is a collection's name; an alias needs a name of its own")
@@ -67,6 +75,11 @@ class AliasStore:
             if not is_collection(collection):
                 raise NotACollection(f"no collection named {collection!r}")
             new = alias not in aliases
+            if new and limit is not None and len(aliases) >= limit:
+                raise AliasLimitExceeded(
+                    f"the data directory holds {len(aliases)} aliases, its limit (VELA_MAX_ALIASES): delete one, "
+                    "switch an existing one, or raise the limit"
+                )
             if aliases.get(alias) != collection:
                 self._write({**aliases, alias: collection})
             return new

@@ -74,7 +74,11 @@ def term_spans(text: str, terms: frozenset[str], min_chars: int = 2, normalize: 
     `tokenize` normalises and lowercases the whole text before it splits it, and lowercasing depends on context (a
     capital sigma becomes final or medial by what follows it), so the words are found in that text, as there, and
     their offsets mapped back to the text's (a few characters, such as a dotted capital I, lowercase to two; NFKC
-    composes an "e" and its accent into one, and spreads a ligature over two)."""
+    composes an "e" and its accent into one, and spreads a ligature over two).
+
+    Sorted, and none overlapping: NFKC can spread one character over several words ("\ufdfa", one character, is
+    four Arabic words), each matching, and each mapped back to that same character; overlapping spans are merged
+    into one, so a client that marks them up marks each character once. Spans that only touch stay apart."""
     if not terms:
         return []
     stemmer = _stemmer()
@@ -83,12 +87,17 @@ def term_spans(text: str, terms: frozenset[str], min_chars: int = 2, normalize: 
     owner: list[int] | None = None  # lowered position -> the normalised character it came from, where they differ
     if len(lowered) != len(norm):
         owner = [i for i, ch in enumerate(norm) for _ in range(len(ch.lower()))]
-    out = []
+    out: list[tuple[int, int]] = []
     for m in TOKEN_RES[min_chars].finditer(lowered):
         if m.group() not in _STOP and stemmer.stemWord(m.group()) in terms:
             s, e = m.span()
             s, e = (s, e - 1) if owner is None else (owner[s], owner[e - 1])
-            out.append((s, e + 1) if spans is None else (spans[s][0], spans[e][1]))
+            start, end = (s, e + 1) if spans is None else (spans[s][0], spans[e][1])
+            # The words come in order, so mapped back their spans start in order: only the last can overlap.
+            if out and start < out[-1][1]:
+                out[-1] = (out[-1][0], max(out[-1][1], end))
+            else:
+                out.append((start, end))
     return out
 
 

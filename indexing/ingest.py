@@ -18,7 +18,9 @@ from indexing.generations import serving_writer
 from indexing.job_start import start_when_free
 from indexing.jobs import GENERATION_KINDS, SNAPSHOT_KINDS, TERMINAL, JobKind, JobStatus, JobStore, end_job
 from indexing.merger import after_commit
-from indexing.metadata_fit import late_misfit, value_fits
+from indexing.metadata_bounds import MetadataLimits
+from indexing.metadata_fit import SchemaMismatch, late_misfit, value_fits
+from indexing.patch_job import run_patch
 from indexing.prepare import content_hash, prepare_documents, rewrite_if_only_metadata
 from indexing.reindex import run_generation_job
 from indexing.settings import RayIngestOptions
@@ -44,13 +46,15 @@ def run_job(
     context_refresh_fraction: float = 0.5,
     ray: RayIngestOptions | None = None,
     submit: Callable[[str], None] | None = None,
+    metadata_limits: MetadataLimits | None = None,
 ) -> JobStatus:
     """Run a job to its end. Safe to run again after a crash: upserts by id converge to the same state.
 
     With `ray` (the process's IndexingSettings.ray_ingest()), an upsert into a sharded collection is embedded
     on that Ray cluster instead (indexing/ray_ingest.py); everything else runs here. A job that leaves a CDE
     collection's corpus drifted queues its context refresh through `submit` (the process's queue), or, with no
-    queue, runs it here after the job."""
+    queue, runs it here after the job. A patch checks what it would store against `metadata_limits` (the process's
+    IndexingSettings.metadata_limits(); None: the settings' defaults)."""
     job = jobs.get(job_id)
     if job.status in TERMINAL:
         return job.status
@@ -71,6 +75,7 @@ def run_job(
             worker=worker,
             context_refresh_fraction=context_refresh_fraction,
             submit=submit,
+            metadata_limits=metadata_limits,
         )
 
     try:
@@ -114,7 +119,16 @@ def run_job(
             embedder = embedders.get(coll.settings.embedder)
             coll.reload_settings()  # read again under the lock: a schema job may have run meanwhile
             status, said = _run_batches(
-                job_id, job.kind, payload, coll, jobs, embedder, batch_size, commit_interval_s, on_progress
+                job_id,
+                job.kind,
+                payload,
+                coll,
+                jobs,
+                embedder,
+                batch_size,
+                commit_interval_s,
+                on_progress,
+                metadata_limits or MetadataLimits(),
             )
             commit_collection(coll, embedder)
             # The corpus moved far from the sample the context came from: a reindex to the same embedder
@@ -192,6 +206,7 @@ def _run_batches(
     batch_size: int,
     commit_interval_s: float,
     on_progress: Callable[[int, int], None] | None,
+    metadata_limits: MetadataLimits,
 ) -> tuple[JobStatus, dict[str, Any] | None]:
     """The job's status, and what it did for its `result` (None: nothing to add to what it recorded as it went)."""
     if kind in (JobKind.DELETE, JobKind.DELETE_BY_FILTER):
@@ -213,7 +228,7 @@ def _run_batches(
         if misfit is not None:
             raise SchemaMismatch(misfit)
     if kind in (JobKind.PATCH, JobKind.SCHEMA):
-        said = _patch(coll, payload) if kind == JobKind.PATCH else None
+        said = run_patch(coll, payload, metadata_limits) if kind == JobKind.PATCH else None
         if kind == JobKind.SCHEMA:
             _declare(coll, payload[0])
         jobs.progress(job_id, len(payload))
@@ -259,37 +274,7 @@ def _run_batches(
     return JobStatus.SUCCEEDED, counts
 
 
-class SchemaMismatch(ValueError):
-    """Metadata that does not fit the declared fields: the job fails and changes nothing."""
-
-
 MAX_NAMED = 10  # offending documents a failed schema job names
-
-
-def _patch(coll: Collection, payload: list[Any]) -> dict[str, int]:
-    """New metadata ({"id", "metadata", "mode": "merge" | "replace"} each), merged with what is stored now (a
-    shallow update) or replacing it, written without re-embedding. Run again, it finds nothing to change. Returns
-    how many documents it changed, found already so, or found deleted since the patch was queued."""
-    fields = Schema.from_json(coll.settings.schema).fields
-    items = []
-    missing = 0
-    for p in payload:
-        doc = coll.document(p["id"], passages=False)
-        if doc is None:
-            missing += 1  # deleted since it was queued
-            continue
-        new = dict(p["metadata"]) if p["mode"] == "replace" else {**doc.metadata, **p["metadata"]}
-        for key, kind in fields.items():  # declared since the request was checked
-            if key in new and not value_fits(new[key], kind):
-                raise SchemaMismatch(
-                    f"document {doc.doc_id!r}: metadata.{key} does not fit the field's declared type, {kind}"
-                )
-        chash = content_hash({"title": doc.title, "text": doc.text, "metadata": new}, coll.settings.chunking)
-        if chash != doc.content_hash:
-            items.append((doc.doc_id, new, chash))
-    if items:
-        coll.rewrite_metadata(items)
-    return {"patched": len(items), "unchanged": len(payload) - len(items) - missing, "not_found": missing}
 
 
 def _declare(coll: Collection, schema: dict[str, Any]) -> None:

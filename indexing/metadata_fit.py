@@ -15,6 +15,10 @@ from indexing.filters import is_number, parse_datetime
 _FLOAT_MAX = int(sys.float_info.max)
 
 
+class SchemaMismatch(ValueError):
+    """Metadata that does not fit the declared fields: the job fails and changes nothing."""
+
+
 def value_fits(value: Any, kind: str) -> bool:
     """Whether a metadata value suits a declared field: a value of its type, a list of them, or null."""
     if value is None:

@@ -9,6 +9,7 @@ from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from indexing.dense import DenseIndexParams
+from indexing.metadata_bounds import MetadataLimits
 from models.device import DEVICE_PATTERN, PRECISION_PATTERN
 
 # How a yes/no setting read outside the settings class (VELA_FUSION_AUTO) is spelled: any case, spaces ignored.
@@ -79,6 +80,18 @@ class IndexingSettings(BaseSettings):
     hnsw_ef_construction: int = Field(200, ge=1, description="HNSW candidate list while building")
     hnsw_ef_search: int = Field(128, ge=1, description="HNSW candidate list while searching")
 
+    # Metadata is stored and returned with every hit: bounded at ingest so that no stored document can make a
+    # response huge or unserialisable (responses also cap depth, at 128, whatever is stored). Here, not with the
+    # API's settings: a patch job checks the metadata it would store, and `vela worker` runs jobs too.
+    max_metadata_depth: int = Field(32, ge=1, le=100, description="deepest nesting of a document's metadata")
+    max_metadata_bytes: int = Field(65_536, ge=64, description="largest metadata of one document, as compact JSON")
+    max_metadata_keys: int = Field(1_000, ge=1, description="most keys in one document's metadata, at all levels")
+    max_metadata_values: int = Field(
+        4_096,
+        ge=1,
+        description="most values in one document's metadata, at all levels (each element of a list counts): "
+        "bounds what one document costs a filter on a field the schema does not declare",
+    )
     # Scale-out on Ray (optional extra `pip install .[ray]`; unset: Ray is never imported).
     ray_address: str | None = Field(
         None, description="Ray cluster (host:port or 'auto'): sharded search on actors, sharded ingest on Ray Data"
@@ -100,6 +113,11 @@ class IndexingSettings(BaseSettings):
         if not self.ray_address:
             return None
         return RayIngestOptions(self.ray_address, self.ray_encoder_actors, self.ray_encoder_cpus, self.precision)
+
+    def metadata_limits(self) -> MetadataLimits:
+        return MetadataLimits(
+            self.max_metadata_depth, self.max_metadata_keys, self.max_metadata_values, self.max_metadata_bytes
+        )
 
     def dense_index_params(self) -> DenseIndexParams:
         return DenseIndexParams(

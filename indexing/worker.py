@@ -94,6 +94,7 @@ def main(*, name: str | None = None) -> int:
             on_progress=lambda _done, _total: heartbeat(),
             worker=name,
             submit=submit_refresh,
+            metadata_limits=settings.metadata_limits(),  # a patch checks what it would store
         )
 
     stop = threading.Event()

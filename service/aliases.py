@@ -3,7 +3,7 @@ store (indexing/aliases.py), which follows them on every lookup by name."""
 
 from __future__ import annotations
 
-from indexing.aliases import AliasConflict, AliasNotFound, NotACollection
+from indexing.aliases import AliasConflict, AliasLimitExceeded, AliasNotFound, NotACollection
 from indexing.jobs import JobKind
 from service.state import AppState
 
@@ -11,12 +11,13 @@ from service.state import AppState
 def put_alias(*, state: AppState, alias: str, collection: str) -> bool:
     """Point `alias` at `collection`, creating or switching it in one atomic step; True when it is new.
     AliasConflict for a collection's name, or a name a restore under way will make into one (the name is the
-    restore's from the moment it was accepted, as for `POST /index`)."""
+    restore's from the moment it was accepted, as for `POST /index`). AliasLimitExceeded for a new alias past
+    VELA_MAX_ALIASES."""
     restoring = state.jobs.unfinished_of(alias, frozenset({JobKind.RESTORE}))
     if restoring is not None:
         raise AliasConflict(f"a restore into {alias!r} is under way (job {restoring}): the name is taken")
     store = state.collections
-    return store.aliases.put(alias, collection, is_collection=store.is_collection)
+    return store.aliases.put(alias, collection, is_collection=store.is_collection, limit=state.settings.max_aliases)
 
 
 def get_alias(*, state: AppState, alias: str) -> str:
@@ -36,4 +37,13 @@ def delete_alias(*, state: AppState, alias: str) -> str:
     return state.collections.aliases.remove(alias)
 
 
-__all__ = ["AliasConflict", "AliasNotFound", "NotACollection", "delete_alias", "get_alias", "list_aliases", "put_alias"]
+__all__ = [
+    "AliasConflict",
+    "AliasLimitExceeded",
+    "AliasNotFound",
+    "NotACollection",
+    "delete_alias",
+    "get_alias",
+    "list_aliases",
+    "put_alias",
+]

@@ -11,53 +11,16 @@ from functools import cache
 from typing import Any
 
 from indexing.docstore import DocumentRecord
+from indexing.metadata_bounds import metadata_problem as bounds_problem
 from service.document_schemas import DocumentOut, PassageSpan, ScrollResponse, StoredDocumentOut
 from service.errors import ApiError
 from service.search_schemas import response_metadata
 from service.settings import Settings
 
 
-def _shape(metadata: dict[str, Any]) -> tuple[int, int, int]:
-    """Depth (the object itself is level 1), keys and values (everything that is not an object or a list: each
-    element of a list counts) at all levels, without recursion: the body parser allows nesting far deeper than
-    the Python stack would."""
-    depth, keys, values = 0, 0, 0
-    stack: list[tuple[Any, int]] = [(metadata, 1)]
-    while stack:
-        value, level = stack.pop()
-        if isinstance(value, dict):
-            depth, keys = max(depth, level), keys + len(value)
-            stack.extend((v, level + 1) for v in value.values())
-        elif isinstance(value, list):
-            depth = max(depth, level)
-            stack.extend((v, level + 1) for v in value)
-        else:
-            values += 1
-    return depth, keys, values
-
-
 def metadata_problem(metadata: dict[str, Any] | None, settings: Settings) -> str | None:
-    """Why this metadata cannot be stored, or None. Stored metadata comes back with every hit, so it must stay
-    small and serialisable."""
-    if not metadata:
-        return None
-    depth, keys, values = _shape(metadata)
-    if depth > settings.max_metadata_depth:
-        return f"metadata is nested {depth} levels deep; the limit is {settings.max_metadata_depth}"
-    if keys > settings.max_metadata_keys:
-        return f"metadata has {keys} keys; the limit is {settings.max_metadata_keys}"
-    if values > settings.max_metadata_values:
-        return (
-            f"metadata has {values} values (each element of a list counts); the limit is "
-            f"{settings.max_metadata_values} (VELA_MAX_METADATA_VALUES)"
-        )
-    try:
-        size = len(json.dumps(metadata, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode())
-    except ValueError:
-        return "metadata must not contain NaN or Infinity"
-    if size > settings.max_metadata_bytes:
-        return f"metadata is {size} bytes as JSON; the limit is {settings.max_metadata_bytes}"
-    return None
+    """Why this metadata cannot be stored under the server's limits, or None (indexing/metadata_bounds.py)."""
+    return bounds_problem(metadata, settings.metadata_limits())
 
 
 def check_metadata(documents: list[Any], settings: Settings) -> None:

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
 from service.schemas import REQUEST_CONFIG, UnicodeBody
+from service.search_requests import MAX_QUERY_LENGTH
 
+# An inline judged set is parsed whole, then every query is searched twice by the job (both generations): bounded
+# like the queries of searches, each query and all of them together, and so are the judgements the job scores.
 MAX_GATE_QUERIES = 10_000
+MAX_GATE_QUERY_CHARS = 2_000_000  # every inline query together (ArguAna's 1,406 long test queries: 1.4 M)
+MAX_GATE_JUDGEMENTS = 500_000  # every inline judgement together (TREC-COVID's test split: 66,336)
+MAX_GATE_JUDGEMENTS_PER_QUERY = 10_000
+MAX_GATE_ID_LENGTH = 1024  # a query's or a judged document's id, as document ids elsewhere
+
+GateId = Annotated[str, Field(min_length=1, max_length=MAX_GATE_ID_LENGTH)]
+GateQuery = Annotated[str, Field(max_length=MAX_QUERY_LENGTH)]
+Judgements = Annotated[dict[GateId, int], Field(max_length=MAX_GATE_JUDGEMENTS_PER_QUERY)]
 
 
 class ChunkingIn(BaseModel):
@@ -31,8 +42,18 @@ class GateIn(BaseModel):
         None, description="a registered dataset (a BEIR-layout folder under <data dir>/datasets), by name"
     )
     split: str = Field("test", max_length=64, description="the dataset's qrels split")
-    queries: dict[str, str] | None = Field(None, description="inline: {query id: text}")
-    qrels: dict[str, dict[str, int]] | None = Field(None, description="inline: {query id: {document id: grade}}")
+    queries: dict[GateId, GateQuery] | None = Field(
+        None,
+        max_length=MAX_GATE_QUERIES,
+        description=f"inline: {{query id: text}}, each text at most {MAX_QUERY_LENGTH} characters, "
+        f"{MAX_GATE_QUERY_CHARS} in all",
+    )
+    qrels: dict[GateId, Judgements] | None = Field(
+        None,
+        max_length=MAX_GATE_QUERIES,
+        description="inline: {query id: {document id: grade}}, at most "
+        f"{MAX_GATE_JUDGEMENTS_PER_QUERY} judgements per query and {MAX_GATE_JUDGEMENTS} in all",
+    )
     mode: Literal["dense", "bm25", "hybrid"] = Field("dense", description="how both generations are searched")
     tolerance: float = Field(0.0, ge=0.0, le=1.0, description="promote when new NDCG@10 >= old - tolerance")
 
@@ -43,8 +64,18 @@ class GateIn(BaseModel):
             raise ValueError("name a dataset, or send queries and qrels inline (one of the two)")
         if inline and (not self.queries or not self.qrels):
             raise ValueError("inline queries and qrels must both be given and not empty")
-        if inline and len(self.queries or {}) > MAX_GATE_QUERIES:
-            raise ValueError(f"at most {MAX_GATE_QUERIES} inline queries")
+        chars = sum(len(q) for q in (self.queries or {}).values())
+        if chars > MAX_GATE_QUERY_CHARS:
+            raise ValueError(
+                f"queries: the inline queries have {chars} characters; the limit is {MAX_GATE_QUERY_CHARS}: "
+                "register a larger judged set as a dataset (vela datasets add)"
+            )
+        judgements = sum(len(j) for j in (self.qrels or {}).values())
+        if judgements > MAX_GATE_JUDGEMENTS:
+            raise ValueError(
+                f"qrels: the inline qrels hold {judgements} judgements; the limit is {MAX_GATE_JUDGEMENTS}: "
+                "register a larger judged set as a dataset (vela datasets add)"
+            )
         return self
 
 

@@ -67,17 +67,6 @@ class Settings(IndexingSettings):
         1.0, ge=0, le=1, description="the cross-encoder's share of the reranked order when a request sets none"
     )
     rerank_batch_size: int = Field(16, ge=1, description="(query, passage) pairs per cross-encoder pass")
-    # Metadata is stored and returned with every hit: bounded at ingest so that no stored document can make a
-    # response huge or unserialisable (responses also cap depth, at 128, whatever is stored).
-    max_metadata_depth: int = Field(32, ge=1, le=100, description="deepest nesting of a document's metadata")
-    max_metadata_bytes: int = Field(65_536, ge=64, description="largest metadata of one document, as compact JSON")
-    max_metadata_keys: int = Field(1_000, ge=1, description="most keys in one document's metadata, at all levels")
-    max_metadata_values: int = Field(
-        4_096,
-        ge=1,
-        description="most values in one document's metadata, at all levels (each element of a list counts): "
-        "bounds what one document costs a filter on a field the schema does not declare",
-    )
     # Work of one search request: checked before any is done (413 naming the limit).
     max_search_hits: int = Field(25_600, ge=1, description="(k + offset) x queries of one search request")
     max_highlight_hits: int = Field(
@@ -114,6 +103,10 @@ class Settings(IndexingSettings):
         ge=1,
         description="most shards the data directory may hold, all collections together (a new collection past it "
         "gets 409 limit_exceeded); lowered to what the open-files limit holds",
+    )
+    # aliases.json is read on every lookup by name and rewritten whole by each PUT: bounded so that both stay cheap.
+    max_aliases: int = Field(
+        10_000, ge=1, description="most aliases of the data directory; a new one past it gets 409 limit_exceeded"
     )
     protect_metrics: bool = Field(False, description="with API keys, /metrics needs a key too")
     protect_docs: bool = Field(False, description="with API keys, /docs, /redoc and /openapi.json need a key too")

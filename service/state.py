@@ -70,6 +70,7 @@ def build_state(settings: Settings, *, lease_s: float | None = None) -> AppState
             context_refresh_fraction=settings.context_refresh_fraction,
             ray=settings.ray_ingest(),
             submit=lambda refresh_id: queue.submit(refresh_id),  # a CDE context refresh goes to the same queue
+            metadata_limits=settings.metadata_limits(),  # a patch checks what it would store
         )
 
     queue: JobQueue

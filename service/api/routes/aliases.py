@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 from indexing.collection import NAME_RE
 from service.aliases import (
     AliasConflict,
+    AliasLimitExceeded,
     AliasNotFound,
     NotACollection,
     delete_alias,
@@ -68,11 +69,14 @@ def get_one(alias: AliasName, state: State) -> AliasOut:
 )
 def put_one(alias: AliasName, body: AliasRequest, state: State) -> AliasOut:
     """Point an alias at a collection: created, or switched in one atomic step (a search through the alias sees
-    the old collection or the new one, never an error). 409 when a collection has the alias's name."""
+    the old collection or the new one, never an error). 409 when a collection has the alias's name, or when a new
+    alias would pass VELA_MAX_ALIASES."""
     try:
         put_alias(state=state, alias=alias, collection=body.collection)
     except AliasConflict as exc:
         raise ApiError(409, "conflict", str(exc)) from exc
+    except AliasLimitExceeded as exc:
+        raise ApiError(409, "limit_exceeded", str(exc)) from exc
     except NotACollection as exc:
         raise ApiError(404, "collection_not_found", str(exc)) from exc
     return AliasOut(alias=alias, collection=body.collection)

@@ -1,0 +1,53 @@
+"""A patch job: new metadata for stored documents, merged with what is stored when the job runs (or replacing
+it), written without re-embedding."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from indexing.collection import Collection
+from indexing.filters import Schema
+from indexing.metadata_bounds import MetadataLimits, metadata_problem
+from indexing.metadata_fit import SchemaMismatch, value_fits
+from indexing.prepare import content_hash
+
+
+class MetadataOutOfBounds(ValueError):
+    """The metadata a patch would store passes the server's metadata limits: the job fails and changes nothing."""
+
+
+def run_patch(coll: Collection, payload: list[Any], limits: MetadataLimits) -> dict[str, int]:
+    """New metadata ({"id", "metadata", "mode": "merge" | "replace"} each), merged with what is stored now (a
+    shallow update) or replacing it. Run again, it finds nothing to change. Returns how many documents it changed,
+    found already so, or found deleted since the patch was queued.
+
+    The request was checked against the metadata stored then; patches queued before this one may have merged
+    keys in since. So what would be stored is checked again, as the upsert's schema check is: out of bounds, the
+    job fails with nothing written (a failed job, not a count in a succeeded one, since the document is left
+    other than the client asked)."""
+    fields = Schema.from_json(coll.settings.schema).fields
+    items = []
+    missing = 0
+    for p in payload:
+        doc = coll.document(p["id"], passages=False)
+        if doc is None:
+            missing += 1  # deleted since it was queued
+            continue
+        new = dict(p["metadata"]) if p["mode"] == "replace" else {**doc.metadata, **p["metadata"]}
+        for key, kind in fields.items():  # declared since the request was checked
+            if key in new and not value_fits(new[key], kind):
+                raise SchemaMismatch(
+                    f"document {doc.doc_id!r}: metadata.{key} does not fit the field's declared type, {kind}"
+                )
+        problem = metadata_problem(new, limits)
+        if problem is not None:
+            what = "merged with the metadata stored when the patch ran" if p["mode"] == "merge" else "given"
+            raise MetadataOutOfBounds(
+                f"document {doc.doc_id!r}: the metadata {what} is out of bounds ({problem}): nothing was written"
+            )
+        chash = content_hash({"title": doc.title, "text": doc.text, "metadata": new}, coll.settings.chunking)
+        if chash != doc.content_hash:
+            items.append((doc.doc_id, new, chash))
+    if items:
+        coll.rewrite_metadata(items)
+    return {"patched": len(items), "unchanged": len(payload) - len(items) - missing, "not_found": missing}
