@@ -7,11 +7,11 @@ from fastapi import APIRouter, Request, Response, status
 import service.api.doc_id_path  # noqa: F401  registers {doc_id:doc_id} before the routes below
 from indexing.collection import NAME_RE, CollectionConflict, CollectionNotFound
 from indexing.jobs import Job, JobKind
-from indexing.shard_budget import ShardLimitExceeded
+from service.api.creation_errors import creation_errors
 from service.api.json_body import JsonRoute
 from service.deps import State
 from service.document_api import submit_delete_many
-from service.documents import UnsupportedSharding, create_collection, delete_collection
+from service.documents import create_collection, delete_collection
 from service.errors import ApiError, shown
 from service.model_registry import (
     ModelKindMismatch,
@@ -90,7 +90,7 @@ def put_collection(name: str, state: State, response: Response, body: Collection
     if target is not None:
         raise ApiError(409, "conflict", f"{shown(name)} is an alias of {shown(target)}")
     body = body or CollectionCreate()
-    try:
+    with creation_errors():
         coll, made = create_collection(
             state=state,
             name=name,
@@ -98,16 +98,6 @@ def put_collection(name: str, state: State, response: Response, body: Collection
             shards=body.shards,
             schema=body.schema_.model_dump() if body.schema_ is not None else None,
         )
-    except UnsupportedSharding as exc:
-        raise ApiError(422, "invalid_request", str(exc)) from exc
-    except CollectionConflict as exc:
-        raise ApiError(409, "conflict", str(exc)) from exc
-    except ShardLimitExceeded as exc:
-        raise ApiError(409, "limit_exceeded", str(exc)) from exc
-    except UnknownModelName as exc:
-        raise ApiError(422, "unknown_model", str(exc)) from exc
-    except (ModelKindMismatch, UnusableModel) as exc:
-        raise ApiError(422, "invalid_model", str(exc)) from exc
     if not made:
         response.status_code = status.HTTP_200_OK
     return collection_out(state, coll, with_generations=True)
