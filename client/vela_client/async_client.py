@@ -114,7 +114,7 @@ class AsyncVelaClient(AsyncDocumentsMixin, AsyncBulkMixin, AsyncCollectionsMixin
                 if delay is None:
                     raise error_from_transport(exc, call.route.method, call.path) from exc
             else:
-                delay = retry_delay(self.retry, call.route, attempt, response=response)
+                delay = retry_delay(self.retry, call.route, attempt, response=response, final_codes=call.final_codes)
                 if delay is None:
                     return call.parse(response)
             await anyio.sleep(delay)

@@ -47,6 +47,7 @@ class Route:
         upload: Path | None = None,
         headers: Mapping[str, str] | None = None,
         download: DownloadTarget | None = None,
+        final_codes: frozenset[str] = frozenset(),
         **path_params: str,
     ) -> Call[T]:
         for name, value in path_params.items():
@@ -55,7 +56,7 @@ class Route:
         path = self.path.format(**{k: path_segment(v) for k, v in path_params.items()})
         params_sent = dict(params) if params else None
         sent_headers = dict(headers) if headers else None
-        return Call(self, path, parse, json, params_sent, upload, sent_headers, download, content)
+        return Call(self, path, parse, json, params_sent, upload, sent_headers, download, content, final_codes)
 
 
 def path_segment(value: str) -> str:
@@ -71,7 +72,9 @@ class Call(Generic[T]):
     """One request. `upload`: a file sent as the body, in chunks (read again from its start on each try).
     `download`: where a successful answer's body is written as it comes, instead of being read into memory
     (`parse` then sees the response without its body). `content`: a body already encoded (a batch of documents,
-    encoded once to measure it, is sent as those very bytes)."""
+    encoded once to measure it, is sent as those very bytes). `final_codes`: codes of a 503 that end the call at
+    once instead of being retried (a bulk index that meets `queue_full` waits for a job of its own to end, not for
+    `Retry-After`)."""
 
     route: Route
     path: str
@@ -82,6 +85,7 @@ class Call(Generic[T]):
     headers: dict[str, str] | None = None
     download: DownloadTarget | None = None
     content: bytes | None = None
+    final_codes: frozenset[str] = frozenset()
 
 
 HEALTHZ = Route("GET", "/healthz")

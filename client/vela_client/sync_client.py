@@ -113,7 +113,7 @@ class VelaClient(SyncDocumentsMixin, SyncBulkMixin, SyncCollectionsMixin, SyncSn
                 if delay is None:
                     raise error_from_transport(exc, call.route.method, call.path) from exc
             else:
-                delay = retry_delay(self.retry, call.route, attempt, response=response)
+                delay = retry_delay(self.retry, call.route, attempt, response=response, final_codes=call.final_codes)
                 if delay is None:
                     return call.parse(response)
             time.sleep(delay)
