@@ -85,7 +85,7 @@ class AsyncVelaClient(AsyncDocumentsMixin, AsyncBulkMixin, AsyncCollectionsMixin
         if call.upload is not None:
             body = file_chunks_async(call.upload)
         request = self._http.build_request(
-            call.route.method, call.path, json=call.json, params=call.params, content=body, headers=call.headers
+            call.route.method, call.path, params=call.params, content=body, headers=call.headers
         )
         response = await self._http.send(request, stream=call.download is not None)
         download = call.download

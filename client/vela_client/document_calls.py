@@ -4,11 +4,10 @@ stays in `vela_client.calls` beside search."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
-from vela_client import routes
+from vela_client import encoding, routes
 from vela_client.calls import _model, _set
 from vela_client.models import Count, DocumentPage, Facet, JobAccepted, StoredDocument
 from vela_client.routes import Call
@@ -24,7 +23,7 @@ def get_document(collection: str, doc_id: str) -> Call[StoredDocument]:
 def scroll_documents(
     collection: str, *, filter: Mapping[str, Any] | None, cursor: str | None, limit: int | None
 ) -> Call[DocumentPage]:
-    text = json.dumps(dict(filter), separators=(",", ":")) if filter is not None else None
+    text = encoding.dumps(dict(filter)) if filter is not None else None
     params = _set(filter=text, cursor=cursor, limit=limit)
     return routes.SCROLL_DOCUMENTS.call(_model(DocumentPage), params=params, name=collection)
 

@@ -19,6 +19,7 @@ from urllib.parse import quote
 
 import httpx
 
+from vela_client import encoding
 from vela_client.transfers import DownloadTarget
 
 T = TypeVar("T")
@@ -56,7 +57,10 @@ class Route:
         path = self.path.format(**{k: path_segment(v) for k, v in path_params.items()})
         params_sent = dict(params) if params else None
         sent_headers = dict(headers) if headers else None
-        return Call(self, path, parse, json, params_sent, upload, sent_headers, download, content, final_codes)
+        if json is not None:  # encoded here, once: a value JSON has no form for fails before any request is made
+            content = encoding.encode(json)
+            sent_headers = {**(sent_headers or {}), "Content-Type": "application/json"}
+        return Call(self, path, parse, params_sent, upload, sent_headers, download, content, final_codes)
 
 
 def path_segment(value: str) -> str:
@@ -71,15 +75,14 @@ def path_segment(value: str) -> str:
 class Call(Generic[T]):
     """One request. `upload`: a file sent as the body, in chunks (read again from its start on each try).
     `download`: where a successful answer's body is written as it comes, instead of being read into memory
-    (`parse` then sees the response without its body). `content`: a body already encoded (a batch of documents,
-    encoded once to measure it, is sent as those very bytes). `final_codes`: codes of a 503 that end the call at
-    once instead of being retried (a bulk index that meets `queue_full` waits for a job of its own to end, not for
-    `Retry-After`)."""
+    (`parse` then sees the response without its body). `content`: the body, encoded (`Route.call` encodes a
+    `json` value with `vela_client.encoding`; a batch of documents, encoded once to measure it, is sent as those
+    very bytes). `final_codes`: codes of a 503 that end the call at once instead of being retried (a bulk index
+    that meets `queue_full` waits for a job of its own to end, not for `Retry-After`)."""
 
     route: Route
     path: str
     parse: Callable[[httpx.Response], T]
-    json: Any = None
     params: dict[str, Any] | None = None
     upload: Path | None = None
     headers: dict[str, str] | None = None

@@ -84,7 +84,7 @@ class VelaClient(SyncDocumentsMixin, SyncBulkMixin, SyncCollectionsMixin, SyncSn
         if call.upload is not None:
             body = file_chunks(call.upload)
         request = self._http.build_request(
-            call.route.method, call.path, json=call.json, params=call.params, content=body, headers=call.headers
+            call.route.method, call.path, params=call.params, content=body, headers=call.headers
         )
         response = self._http.send(request, stream=call.download is not None)
         download = call.download
