@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import httpx
 import pytest
 from vela_client import Forbidden, Health, Readiness, Unauthorized, Unavailable, VelaClient
 
@@ -12,11 +13,14 @@ from tests.client.conftest import API_KEY, FAST_RETRY, ClientFactory
 from tests.client.scripted_server import Answer, scripted_server, vela_error
 
 
-def test_health_and_ready(client: VelaClient) -> None:
+def test_health_and_ready(client: VelaClient, vela_url: str) -> None:
     health = client.health()
     assert isinstance(health, Health) and health.status == "ok"
     ready = client.ready()
     assert isinstance(ready, Readiness) and ready.status == "ready" and ready.embedders >= 1
+    assert ready.queue == "ok"
+    # Every field of the probe's answer is a typed field of the model, not an extra one.
+    assert set(httpx.get(f"{vela_url}/readyz").json()) == set(Readiness.model_fields) and not ready.model_extra
 
 
 def test_metrics_is_prometheus_text(client: VelaClient) -> None:
