@@ -126,7 +126,10 @@ class VelaClient(SyncDocumentsMixin, SyncBulkMixin, SyncCollectionsMixin, SyncSn
         return self._send(calls.healthz())
 
     def ready(self) -> Readiness:
-        """Readiness; raises Unavailable (code `not_ready`) at once, without retrying, while the server starts."""
+        """Readiness, asked once (never retried). A process that is stopping answers 503: Unavailable (code
+        `not_ready`). A server still starting does not answer at all: its port refuses the connection
+        (ConnectionFailed) or, with several processes, the supervisor holds it until one is up (the client's
+        timeout applies: Timeout)."""
         return self._send(calls.readyz())
 
     def metrics(self) -> str:

@@ -192,6 +192,17 @@ def test_bad_options_send_nothing(client: VelaClient, unique: Callable[[str], st
         client.get_collection(name)
 
 
+def test_a_timeout_without_wait_names_only_the_timeout(client: VelaClient, unique: Callable[[str], str]) -> None:
+    """on_progress is taken without wait (it reports the batches sent); a timeout is not, and the message says just
+    that."""
+    with pytest.raises(ValueError, match=r"^timeout applies only with wait=True$"):
+        client.index_in_batches(unique("bad"), corpus(3), timeout=5, on_progress=print)
+    with pytest.raises(ValueError, match=r"^on_progress and timeout apply only with wait=True$"):
+        client.index(unique("bad"), list(corpus(1)), on_progress=print, timeout=5)  # type: ignore[call-overload]
+    with pytest.raises(ValueError, match=r"^on_progress applies only with wait=True$"):
+        client.index(unique("bad"), list(corpus(1)), on_progress=print)  # type: ignore[call-overload]
+
+
 def test_no_documents_is_no_job(client: VelaClient, unique: Callable[[str], str]) -> None:
     name = unique("empty")
     assert client.index_in_batches(name, iter([]), wait=True) == []
