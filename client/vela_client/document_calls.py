@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 from vela_client import encoding, routes
-from vela_client.calls import _model, _set
+from vela_client.calls import _exists, _model, _set
 from vela_client.models import Count, DocumentPage, Facet, JobAccepted, StoredDocument
 from vela_client.routes import Call
 
@@ -18,6 +18,10 @@ INDEX_IN_BATCHES = "index sends its documents in one request: index_in_batches s
 
 def get_document(collection: str, doc_id: str) -> Call[StoredDocument]:
     return routes.GET_DOCUMENT.call(_model(StoredDocument), name=collection, doc_id=doc_id)
+
+
+def document_exists(collection: str, doc_id: str) -> Call[bool]:
+    return routes.DOCUMENT_EXISTS.call(_exists, name=collection, doc_id=doc_id)
 
 
 def scroll_documents(

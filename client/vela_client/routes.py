@@ -96,10 +96,13 @@ READYZ = Route("GET", "/readyz", retry=False)
 METRICS = Route("GET", "/metrics")
 LIST_COLLECTIONS = Route("GET", "/collections")
 GET_COLLECTION = Route("GET", "/collections/{name}")
+# HEAD: whether it exists (200 or 404, no body). The server keeps HEAD routes out of its OpenAPI schema.
+COLLECTION_EXISTS = Route("HEAD", "/collections/{name}")
 # Sent twice after a connection broke, the second answer would be a 404 although the first one worked.
 DELETE_COLLECTION = Route("DELETE", "/collections/{name}", idempotent=False)
 DELETE_DOCUMENT = Route("DELETE", "/collections/{name}/documents/{doc_id}")
 GET_DOCUMENT = Route("GET", "/collections/{name}/documents/{doc_id}")
+DOCUMENT_EXISTS = Route("HEAD", "/collections/{name}/documents/{doc_id}")
 SCROLL_DOCUMENTS = Route("GET", "/collections/{name}/documents")
 # A merge or replace of the same metadata: sent twice, two jobs leave the same metadata.
 PATCH_DOCUMENT = Route("PATCH", "/collections/{name}/documents/{doc_id}")
@@ -142,6 +145,7 @@ RESTORE_SNAPSHOT = Route("POST", "/collections/{name}/snapshots/{snapshot}/resto
 # Likewise an upload, which this client always sends with its sha256 (the server compares by it).
 UPLOAD_SNAPSHOT = Route("POST", "/snapshots/upload")
 
+# The operations the API's OpenAPI schema publishes (tests/client/test_routes_coverage.py compares them).
 ROUTES: tuple[Route, ...] = (
     HEALTHZ,
     READYZ,
@@ -181,3 +185,6 @@ ROUTES: tuple[Route, ...] = (
     RESTORE_SNAPSHOT,
     UPLOAD_SNAPSHOT,
 )
+
+# Answered by the server beside a GET of the same path, but not in its schema.
+HEAD_ROUTES: tuple[Route, ...] = (COLLECTION_EXISTS, DOCUMENT_EXISTS)
