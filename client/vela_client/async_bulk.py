@@ -9,9 +9,9 @@ from typing import Literal, overload
 from vela_client import calls
 from vela_client.bases import AsyncBase
 from vela_client.batches import Batch, batch_bounds
-from vela_client.bulk import AsyncProgressReport, BulkIndex, IndexProgress, batch_call
+from vela_client.bulk import QUEUE_FULL, AsyncProgressReport, BulkIndex, IndexProgress, batch_call
 from vela_client.calls import DocumentLike
-from vela_client.errors import NotFound, VelaError
+from vela_client.errors import NotFound, Unavailable, VelaError
 from vela_client.models import Job, JobAccepted, Limits
 from vela_client.waiting import check_wait_options
 
@@ -124,11 +124,30 @@ class AsyncBulkMixin(AsyncBase):
             while wait and run.must_wait():
                 await self._wait_oldest(run, on_progress)
             try:
-                accepted = await self._send(batch_call(batch))
+                accepted = await self._send_when_room(run, batch, wait=wait, on_progress=on_progress)
             except VelaError as exc:
                 queue = run.refused(batch, exc, queue)  # smaller batches in their place, or the error raised
                 continue
             await _report(on_progress, run.accepted_batch(batch, accepted))
+
+    async def _send_when_room(
+        self, run: BulkIndex, batch: Batch, *, wait: bool, on_progress: AsyncProgressReport | None
+    ) -> JobAccepted:
+        """Send `batch`, waiting for this call's oldest unfinished job while the server's queue is full (see
+        `VelaClient`'s)."""
+        while run.pending:
+            try:
+                return await self._send(batch_call(batch, queue_full_final=True))
+            except Unavailable as exc:
+                if exc.code != QUEUE_FULL:
+                    raise
+                oldest = run.queue_full(exc)
+            if wait:
+                await self._wait_oldest(run, on_progress)
+            else:
+                await self.wait_job(oldest, check=False)
+                run.left_queue()
+        return await self._send(batch_call(batch))
 
     async def _wait_oldest(self, run: BulkIndex, on_progress: AsyncProgressReport | None) -> None:
         report = None if on_progress is None else (lambda job: on_progress(run.seen(job)))

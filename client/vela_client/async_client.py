@@ -85,7 +85,7 @@ class AsyncVelaClient(AsyncDocumentsMixin, AsyncBulkMixin, AsyncCollectionsMixin
         if call.upload is not None:
             body = file_chunks_async(call.upload)
         request = self._http.build_request(
-            call.route.method, call.path, json=call.json, params=call.params, content=body, headers=call.headers
+            call.route.method, call.path, params=call.params, content=body, headers=call.headers
         )
         response = await self._http.send(request, stream=call.download is not None)
         download = call.download
@@ -114,7 +114,7 @@ class AsyncVelaClient(AsyncDocumentsMixin, AsyncBulkMixin, AsyncCollectionsMixin
                 if delay is None:
                     raise error_from_transport(exc, call.route.method, call.path) from exc
             else:
-                delay = retry_delay(self.retry, call.route, attempt, response=response)
+                delay = retry_delay(self.retry, call.route, attempt, response=response, final_codes=call.final_codes)
                 if delay is None:
                     return call.parse(response)
             await anyio.sleep(delay)
@@ -127,7 +127,10 @@ class AsyncVelaClient(AsyncDocumentsMixin, AsyncBulkMixin, AsyncCollectionsMixin
         return await self._send(calls.healthz())
 
     async def ready(self) -> Readiness:
-        """Readiness; raises Unavailable (code `not_ready`) at once, without retrying, while the server starts."""
+        """Readiness, asked once (never retried). A process that is stopping answers 503: Unavailable (code
+        `not_ready`). A server still starting does not answer at all: its port refuses the connection
+        (ConnectionFailed) or, with several processes, the supervisor holds it until one is up (the client's
+        timeout applies: Timeout)."""
         return await self._send(calls.readyz())
 
     async def metrics(self) -> str:

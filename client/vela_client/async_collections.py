@@ -24,6 +24,10 @@ class AsyncCollectionsMixin(AsyncBase):
         """Counts, embedder, dims and index sizes; NotFound (`collection_not_found`) when there is none."""
         return await self._send(calls.get_collection(name))
 
+    async def collection_exists(self, name: str) -> bool:
+        """Whether there is a collection (or an alias) of this name: `HEAD /collections/{name}`, no body read."""
+        return await self._send(calls.collection_exists(name))
+
     async def delete_collection(self, name: str) -> None:
         """Delete a collection, its documents and indexes (its pending jobs are cancelled); by its own name, not an
         alias (409)."""

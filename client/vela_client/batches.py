@@ -7,11 +7,11 @@ known before it is sent rather than estimated: a batch holds at most `BatchBound
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from vela_client import encoding
 from vela_client.calls import DocumentLike, _document
 from vela_client.errors import PayloadTooLarge
 from vela_client.models import Limits
@@ -79,8 +79,7 @@ def batch_bounds(batch_size: int | None, batch_bytes: int | None, limits: Limits
 
 def envelope_head(envelope: Mapping[str, Any]) -> bytes:
     """`{"collection":...,...,"documents":[`: every batch's body starts so, and ends with `]}`."""
-    text = json.dumps(dict(envelope), ensure_ascii=False, separators=(",", ":"))
-    return text[:-1].encode("utf-8") + b',"documents":['
+    return encoding.encode(dict(envelope))[:-1] + b',"documents":['
 
 
 @dataclass(frozen=True)
@@ -116,8 +115,8 @@ def encode_document(doc: DocumentLike, position: int, bounds: BatchBounds) -> En
                 code="document_too_large",
             )
     try:
-        raw = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
-    except TypeError as exc:  # a value JSON has no form for (a datetime, a set)
+        raw = encoding.encode(data)
+    except TypeError as exc:  # a value JSON has no form for (a set, an object)
         raise TypeError(f"{named} cannot be sent as JSON: {exc}") from exc
     except ValueError as exc:  # NaN or Infinity, or a lone surrogate, which is no Unicode text
         raise ValueError(f"{named} cannot be sent as JSON: {exc}") from exc

@@ -14,7 +14,7 @@ from typing import Any
 from vela_client import routes
 from vela_client.batches import Batch, BatchBounds, BatchBuilder, encode_document, envelope_head, rebatch
 from vela_client.calls import DocumentLike, _model
-from vela_client.errors import PayloadTooLarge, VelaError
+from vela_client.errors import PayloadTooLarge, Unavailable, VelaError
 from vela_client.models import Job, JobAccepted
 from vela_client.routes import Call
 
@@ -23,6 +23,11 @@ log = logging.getLogger("vela_client")
 # With wait=True: jobs sent and not yet seen to end. Two keep the server busy (one runs while the next waits,
 # already sent) without queueing the whole corpus on it ahead of its being embedded.
 PENDING_JOBS = 2
+# The 503 a batch meets while the server has VELA_MAX_QUEUED_JOBS jobs queued or running. While the call has jobs
+# of its own unfinished, it waits for the oldest of them to end and sends the batch again (the queue has room once
+# that job has left it, unless others took it), rather than retrying after Retry-After a few times and giving up
+# part-way through the corpus.
+QUEUE_FULL = "queue_full"
 
 
 @dataclass(frozen=True)
@@ -42,10 +47,12 @@ ProgressReport = Callable[[IndexProgress], object]
 AsyncProgressReport = Callable[[IndexProgress], object | Awaitable[object]]
 
 
-def batch_call(batch: Batch) -> Call[JobAccepted]:
-    """`POST /index` with the batch's bytes as they were measured."""
+def batch_call(batch: Batch, *, queue_full_final: bool = False) -> Call[JobAccepted]:
+    """`POST /index` with the batch's bytes as they were measured. `queue_full_final`: a 503 `queue_full` is
+    raised at once, not retried (the call has a job of its own to wait for instead)."""
     headers = {"Content-Type": "application/json"}
-    return routes.INDEX.call(_model(JobAccepted), content=batch.body(), headers=headers)
+    final = frozenset({QUEUE_FULL}) if queue_full_final else frozenset()
+    return routes.INDEX.call(_model(JobAccepted), content=batch.body(), headers=headers, final_codes=final)
 
 
 class BulkIndex:
@@ -121,6 +128,23 @@ class BulkIndex:
     def remaining(self) -> float | None:
         """Seconds left of the call's timeout (0 once passed: the next wait checks once, then gives up)."""
         return None if self._deadline is None else max(0.0, self._deadline - time.monotonic())
+
+    def queue_full(self, error: Unavailable) -> JobAccepted:
+        """The server's queue is full and this call has jobs unfinished: the oldest, to wait for before the batch is
+        sent again."""
+        oldest = self.pending[0]
+        log.info(
+            "the server's job queue is full (%s): waiting for job %s, sent by this call, to end before sending the "
+            "next batch again",
+            error.message,
+            oldest.job_id,
+        )
+        return oldest
+
+    def left_queue(self) -> None:
+        """The oldest pending job has ended, without wait=True (its state is not kept: the call returns the
+        accepted jobs)."""
+        self.pending.popleft()
 
     def seen(self, job: Job) -> IndexProgress:
         """A new state of the job waited on: the progress to report."""

@@ -96,6 +96,18 @@ def get_collection(name: str) -> Call[Collection]:
     return routes.GET_COLLECTION.call(_model(Collection), name=name)
 
 
+def _exists(response: httpx.Response) -> bool:
+    """A HEAD's answer: 200 True, 404 False; any other failure raised as it would be for the GET."""
+    if response.status_code == 404:
+        return False
+    _checked(response)
+    return True
+
+
+def collection_exists(name: str) -> Call[bool]:
+    return routes.COLLECTION_EXISTS.call(_exists, name=name)
+
+
 def delete_collection(name: str) -> Call[None]:
     return routes.DELETE_COLLECTION.call(_no_content, name=name)
 

@@ -4,12 +4,11 @@ stays in `vela_client.calls` beside search."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
-from vela_client import routes
-from vela_client.calls import _model, _set
+from vela_client import encoding, routes
+from vela_client.calls import _exists, _model, _set
 from vela_client.models import Count, DocumentPage, Facet, JobAccepted, StoredDocument
 from vela_client.routes import Call
 
@@ -21,10 +20,14 @@ def get_document(collection: str, doc_id: str) -> Call[StoredDocument]:
     return routes.GET_DOCUMENT.call(_model(StoredDocument), name=collection, doc_id=doc_id)
 
 
+def document_exists(collection: str, doc_id: str) -> Call[bool]:
+    return routes.DOCUMENT_EXISTS.call(_exists, name=collection, doc_id=doc_id)
+
+
 def scroll_documents(
     collection: str, *, filter: Mapping[str, Any] | None, cursor: str | None, limit: int | None
 ) -> Call[DocumentPage]:
-    text = json.dumps(dict(filter), separators=(",", ":")) if filter is not None else None
+    text = encoding.dumps(dict(filter)) if filter is not None else None
     params = _set(filter=text, cursor=cursor, limit=limit)
     return routes.SCROLL_DOCUMENTS.call(_model(DocumentPage), params=params, name=collection)
 

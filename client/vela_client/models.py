@@ -13,6 +13,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 Mode = Literal["dense", "bm25", "hybrid"]
 Dim = Literal["full", "256"]
+# How a hybrid search fuses its lists, and how convex fusion normalises each list's scores (the server's values).
+FusionMethod = Literal["auto", "rrf", "convex", "dense", "bm25"]
+Normalization = Literal["minmax", "zscore", "dbsf"]
 
 # Job statuses after which a job changes no more.
 TERMINAL_STATUSES = frozenset({"succeeded", "failed", "cancelled"})
@@ -27,9 +30,17 @@ class Health(_Response):
 
 
 class Readiness(_Response):
+    """`GET /readyz`: counts and states, no paths."""
+
     status: str
     collections: int
     embedders: int
+    queue: str | None = Field(
+        None,
+        description="ok; unreachable while the Redis job queue does not answer (writes get 503 queue_unavailable, "
+        "searches go on); job_store_moved when the job store's file was removed or replaced under the running "
+        "process (writes get 503 until it restarts). None from a server too old to say",
+    )
 
 
 class Job(_Response):
@@ -276,6 +287,6 @@ class Fusion(BaseModel):
     """How a hybrid search fuses its dense and BM25 lists; unset: the collection's own choice ("auto")."""
 
     model_config = ConfigDict(extra="forbid")
-    method: str = "auto"  # auto, rrf, convex, dense or bm25
+    method: FusionMethod = "auto"
     alpha: float | None = None  # dense's share (convex weight; rrf: weights 2a and 2(1 - a))
-    normalization: str | None = None  # convex: minmax, zscore or dbsf
+    normalization: Normalization | None = None  # convex only

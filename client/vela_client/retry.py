@@ -85,12 +85,14 @@ def retry_delay(
     *,
     response: httpx.Response | None = None,
     error: httpx.TransportError | None = None,
+    final_codes: frozenset[str] = frozenset(),
 ) -> float | None:
-    """How long to wait before sending again, or None when this outcome is final."""
+    """How long to wait before sending again, or None when this outcome is final (`final_codes`: codes of a 503 the
+    caller handles itself)."""
     if attempt >= policy.attempts or not route.retry:
         return None
     if response is not None:
-        if response.status_code != 503 or error_code(response) == "timeout":
+        if response.status_code != 503 or error_code(response) in ("timeout", *final_codes):
             return None
         delay = policy.delay(attempt, response.headers.get("retry-after"))
         why = f"HTTP 503 {error_code(response)}"

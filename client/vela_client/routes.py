@@ -19,6 +19,7 @@ from urllib.parse import quote
 
 import httpx
 
+from vela_client import encoding
 from vela_client.transfers import DownloadTarget
 
 T = TypeVar("T")
@@ -47,6 +48,7 @@ class Route:
         upload: Path | None = None,
         headers: Mapping[str, str] | None = None,
         download: DownloadTarget | None = None,
+        final_codes: frozenset[str] = frozenset(),
         **path_params: str,
     ) -> Call[T]:
         for name, value in path_params.items():
@@ -55,7 +57,10 @@ class Route:
         path = self.path.format(**{k: path_segment(v) for k, v in path_params.items()})
         params_sent = dict(params) if params else None
         sent_headers = dict(headers) if headers else None
-        return Call(self, path, parse, json, params_sent, upload, sent_headers, download, content)
+        if json is not None:  # encoded here, once: a value JSON has no form for fails before any request is made
+            content = encoding.encode(json)
+            sent_headers = {**(sent_headers or {}), "Content-Type": "application/json"}
+        return Call(self, path, parse, params_sent, upload, sent_headers, download, content, final_codes)
 
 
 def path_segment(value: str) -> str:
@@ -70,18 +75,20 @@ def path_segment(value: str) -> str:
 class Call(Generic[T]):
     """One request. `upload`: a file sent as the body, in chunks (read again from its start on each try).
     `download`: where a successful answer's body is written as it comes, instead of being read into memory
-    (`parse` then sees the response without its body). `content`: a body already encoded (a batch of documents,
-    encoded once to measure it, is sent as those very bytes)."""
+    (`parse` then sees the response without its body). `content`: the body, encoded (`Route.call` encodes a
+    `json` value with `vela_client.encoding`; a batch of documents, encoded once to measure it, is sent as those
+    very bytes). `final_codes`: codes of a 503 that end the call at once instead of being retried (a bulk index
+    that meets `queue_full` waits for a job of its own to end, not for `Retry-After`)."""
 
     route: Route
     path: str
     parse: Callable[[httpx.Response], T]
-    json: Any = None
     params: dict[str, Any] | None = None
     upload: Path | None = None
     headers: dict[str, str] | None = None
     download: DownloadTarget | None = None
     content: bytes | None = None
+    final_codes: frozenset[str] = frozenset()
 
 
 HEALTHZ = Route("GET", "/healthz")
@@ -89,10 +96,13 @@ READYZ = Route("GET", "/readyz", retry=False)
 METRICS = Route("GET", "/metrics")
 LIST_COLLECTIONS = Route("GET", "/collections")
 GET_COLLECTION = Route("GET", "/collections/{name}")
+# HEAD: whether it exists (200 or 404, no body). The server keeps HEAD routes out of its OpenAPI schema.
+COLLECTION_EXISTS = Route("HEAD", "/collections/{name}")
 # Sent twice after a connection broke, the second answer would be a 404 although the first one worked.
 DELETE_COLLECTION = Route("DELETE", "/collections/{name}", idempotent=False)
 DELETE_DOCUMENT = Route("DELETE", "/collections/{name}/documents/{doc_id}")
 GET_DOCUMENT = Route("GET", "/collections/{name}/documents/{doc_id}")
+DOCUMENT_EXISTS = Route("HEAD", "/collections/{name}/documents/{doc_id}")
 SCROLL_DOCUMENTS = Route("GET", "/collections/{name}/documents")
 # A merge or replace of the same metadata: sent twice, two jobs leave the same metadata.
 PATCH_DOCUMENT = Route("PATCH", "/collections/{name}/documents/{doc_id}")
@@ -135,6 +145,7 @@ RESTORE_SNAPSHOT = Route("POST", "/collections/{name}/snapshots/{snapshot}/resto
 # Likewise an upload, which this client always sends with its sha256 (the server compares by it).
 UPLOAD_SNAPSHOT = Route("POST", "/snapshots/upload")
 
+# The operations the API's OpenAPI schema publishes (tests/client/test_routes_coverage.py compares them).
 ROUTES: tuple[Route, ...] = (
     HEALTHZ,
     READYZ,
@@ -174,3 +185,6 @@ ROUTES: tuple[Route, ...] = (
     RESTORE_SNAPSHOT,
     UPLOAD_SNAPSHOT,
 )
+
+# Answered by the server beside a GET of the same path, but not in its schema.
+HEAD_ROUTES: tuple[Route, ...] = (COLLECTION_EXISTS, DOCUMENT_EXISTS)

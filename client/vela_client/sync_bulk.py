@@ -9,9 +9,9 @@ from typing import Literal, overload
 from vela_client import calls
 from vela_client.bases import SyncBase
 from vela_client.batches import Batch, batch_bounds
-from vela_client.bulk import BulkIndex, ProgressReport, batch_call
+from vela_client.bulk import QUEUE_FULL, BulkIndex, ProgressReport, batch_call
 from vela_client.calls import DocumentLike
-from vela_client.errors import NotFound, VelaError
+from vela_client.errors import NotFound, Unavailable, VelaError
 from vela_client.models import Job, JobAccepted, Limits
 from vela_client.waiting import check_wait_options
 
@@ -72,10 +72,14 @@ class SyncBulkMixin(SyncBase):
         `batch_bytes` of JSON (default 8 MiB) a request, and never more than the server's limits (`limits()`).
         The collection is created by the first batch, as `index` creates it.
 
-        Returns the accepted jobs, in order. With `wait=True`, waits for them, keeping at most two unfinished at a
-        time (so the server is not handed the whole corpus at once), and returns their final states, raising
-        JobFailed at the first that did not succeed; `timeout` bounds the whole call. `on_progress` gets an
-        `IndexProgress` after each batch accepted and, waiting, each new state of a job.
+        Returns the accepted jobs, in order. With `wait=True`, waits for them, keeping at most two of its own
+        unfinished at a time (so the server is not handed the whole corpus at once), and returns their final
+        states, raising JobFailed at the first that did not succeed; `timeout` bounds the whole call. `on_progress`
+        gets an `IndexProgress` after each batch accepted and, waiting, each new state of a job.
+
+        A batch refused with 503 `queue_full` (the server's VELA_MAX_QUEUED_JOBS) while jobs of this call are
+        unfinished is sent again once the oldest of them has ended (waited for within `timeout`); with none, it is
+        retried after Retry-After as any 503 is.
 
         A document that cannot fit one request raises PayloadTooLarge (code `document_too_large`) naming it;
         every error says, in a note, how many documents (the first ones) had been accepted before it."""
@@ -115,13 +119,33 @@ class SyncBulkMixin(SyncBase):
             while wait and run.must_wait():
                 self._wait_oldest(run, on_progress)
             try:
-                accepted = self._send(batch_call(batch))
+                accepted = self._send_when_room(run, batch, wait=wait, on_progress=on_progress)
             except VelaError as exc:
                 queue = run.refused(batch, exc, queue)  # smaller batches in their place, or the error raised
                 continue
             progress = run.accepted_batch(batch, accepted)
             if on_progress is not None:
                 on_progress(progress)
+
+    def _send_when_room(
+        self, run: BulkIndex, batch: Batch, *, wait: bool, on_progress: ProgressReport | None
+    ) -> JobAccepted:
+        """Send `batch`. While the server's job queue is full (503 `queue_full`) and this call has jobs of its own
+        unfinished, wait for the oldest of them to end (within the call's timeout), then send the batch again; with
+        none, the client's retries (after Retry-After) apply as to any call."""
+        while run.pending:
+            try:
+                return self._send(batch_call(batch, queue_full_final=True))
+            except Unavailable as exc:
+                if exc.code != QUEUE_FULL:
+                    raise
+                oldest = run.queue_full(exc)
+            if wait:
+                self._wait_oldest(run, on_progress)
+            else:
+                self.wait_job(oldest, check=False)
+                run.left_queue()
+        return self._send(batch_call(batch))
 
     def _wait_oldest(self, run: BulkIndex, on_progress: ProgressReport | None) -> None:
         report = None if on_progress is None else (lambda job: on_progress(run.seen(job)))

@@ -84,7 +84,7 @@ class VelaClient(SyncDocumentsMixin, SyncBulkMixin, SyncCollectionsMixin, SyncSn
         if call.upload is not None:
             body = file_chunks(call.upload)
         request = self._http.build_request(
-            call.route.method, call.path, json=call.json, params=call.params, content=body, headers=call.headers
+            call.route.method, call.path, params=call.params, content=body, headers=call.headers
         )
         response = self._http.send(request, stream=call.download is not None)
         download = call.download
@@ -113,7 +113,7 @@ class VelaClient(SyncDocumentsMixin, SyncBulkMixin, SyncCollectionsMixin, SyncSn
                 if delay is None:
                     raise error_from_transport(exc, call.route.method, call.path) from exc
             else:
-                delay = retry_delay(self.retry, call.route, attempt, response=response)
+                delay = retry_delay(self.retry, call.route, attempt, response=response, final_codes=call.final_codes)
                 if delay is None:
                     return call.parse(response)
             time.sleep(delay)
@@ -126,7 +126,10 @@ class VelaClient(SyncDocumentsMixin, SyncBulkMixin, SyncCollectionsMixin, SyncSn
         return self._send(calls.healthz())
 
     def ready(self) -> Readiness:
-        """Readiness; raises Unavailable (code `not_ready`) at once, without retrying, while the server starts."""
+        """Readiness, asked once (never retried). A process that is stopping answers 503: Unavailable (code
+        `not_ready`). A server still starting does not answer at all: its port refuses the connection
+        (ConnectionFailed) or, with several processes, the supervisor holds it until one is up (the client's
+        timeout applies: Timeout)."""
         return self._send(calls.readyz())
 
     def metrics(self) -> str:

@@ -104,6 +104,11 @@ class SyncDocumentsMixin(SyncBase):
         """A document as stored, with its passages; NotFound (`document_not_found` or `collection_not_found`)."""
         return self._send(document_calls.get_document(collection, doc_id))
 
+    def document_exists(self, collection: str, doc_id: str) -> bool:
+        """Whether the collection holds a document of this id: `HEAD /collections/{name}/documents/{id}`, no body
+        read. False also when there is no such collection (a HEAD's 404 has no body to say which is missing)."""
+        return self._send(document_calls.document_exists(collection, doc_id))
+
     def scroll_documents(
         self,
         collection: str,

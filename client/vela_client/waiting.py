@@ -31,8 +31,9 @@ def check_wait_options(
 ) -> None:
     """Raise ValueError for waiting options that cannot apply. The write methods call it before they send anything,
     so that a bad argument never leaves a job behind."""
-    if not wait and (on_progress is not None or timeout is not None):
-        raise ValueError("on_progress and timeout apply only with wait=True")
+    given = [name for name, value in (("on_progress", on_progress), ("timeout", timeout)) if value is not None]
+    if not wait and given:  # named as given: index_in_batches takes on_progress without wait, not a timeout
+        raise ValueError(f"{' and '.join(given)} appl{'y' if len(given) > 1 else 'ies'} only with wait=True")
     if timeout is not None and not timeout >= 0:  # NaN too
         raise ValueError(f"timeout must be 0 or more seconds, not {timeout!r}")
     if poll_interval is not None and not poll_interval > 0:

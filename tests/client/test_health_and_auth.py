@@ -2,21 +2,35 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
 from typing import Any
 
+import httpx
 import pytest
-from vela_client import Forbidden, Health, Readiness, Unauthorized, Unavailable, VelaClient
+from vela_client import (
+    AsyncVelaClient,
+    ConnectionFailed,
+    Forbidden,
+    Health,
+    Readiness,
+    Unauthorized,
+    Unavailable,
+    VelaClient,
+)
 
 from tests.client.conftest import API_KEY, FAST_RETRY, ClientFactory
 from tests.client.scripted_server import Answer, scripted_server, vela_error
 
 
-def test_health_and_ready(client: VelaClient) -> None:
+def test_health_and_ready(client: VelaClient, vela_url: str) -> None:
     health = client.health()
     assert isinstance(health, Health) and health.status == "ok"
     ready = client.ready()
     assert isinstance(ready, Readiness) and ready.status == "ready" and ready.embedders >= 1
+    assert ready.queue == "ok"
+    # Every field of the probe's answer is a typed field of the model, not an extra one.
+    assert set(httpx.get(f"{vela_url}/readyz").json()) == set(Readiness.model_fields) and not ready.model_extra
 
 
 def test_metrics_is_prometheus_text(client: VelaClient) -> None:
@@ -26,8 +40,8 @@ def test_metrics_is_prometheus_text(client: VelaClient) -> None:
     assert 'vela_http_requests_total{method="GET",route="/healthz",status="200"}' in text
 
 
-def test_ready_while_starting_raises_at_once(make_client: ClientFactory) -> None:
-    answer = vela_error(503, "not_ready", "starting: loading models")
+def test_ready_while_stopping_raises_at_once(make_client: ClientFactory) -> None:
+    answer = vela_error(503, "not_ready", "not serving: the process is stopping")
     with scripted_server(answer) as script, pytest.raises(Unavailable) as err:
         make_client(script.url).ready()
     assert (err.value.status, err.value.code) == (503, "not_ready") and err.value.request_id == "scripted-1"
@@ -85,3 +99,18 @@ def test_a_read_only_key_on_a_write_raises_forbidden(make_client: ClientFactory)
     with scripted_server(answer) as script, pytest.raises(Forbidden) as err:
         make_client(script.url, retry=FAST_RETRY).index("x", [{"id": "a", "text": "t"}])
     assert (err.value.status, err.value.code) == (403, "forbidden") and len(script.seen) == 1
+
+
+def test_ready_from_a_server_not_answering_yet_fails_at_once(make_client: ClientFactory) -> None:
+    """A starting server does not answer: the probe's connection is refused, and not retried. The docstrings say
+    so, and say that only a stopping process answers 503."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]  # bound, never listening: connections to it are refused
+        with pytest.raises(ConnectionFailed):
+            make_client(f"http://127.0.0.1:{port}", retry=FAST_RETRY).ready()
+    for method in (VelaClient.ready, AsyncVelaClient.ready):
+        doc = " ".join((method.__doc__ or "").split())
+        assert (
+            "stopping answers 503" in doc and "does not answer at all" in doc and "while the server starts" not in doc
+        )

@@ -6,7 +6,6 @@ whose 413 the limits did not predict."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -193,6 +192,17 @@ def test_bad_options_send_nothing(client: VelaClient, unique: Callable[[str], st
         client.get_collection(name)
 
 
+def test_a_timeout_without_wait_names_only_the_timeout(client: VelaClient, unique: Callable[[str], str]) -> None:
+    """on_progress is taken without wait (it reports the batches sent); a timeout is not, and the message says just
+    that."""
+    with pytest.raises(ValueError, match=r"^timeout applies only with wait=True$"):
+        client.index_in_batches(unique("bad"), corpus(3), timeout=5, on_progress=print)
+    with pytest.raises(ValueError, match=r"^on_progress and timeout apply only with wait=True$"):
+        client.index(unique("bad"), list(corpus(1)), on_progress=print, timeout=5)  # type: ignore[call-overload]
+    with pytest.raises(ValueError, match=r"^on_progress applies only with wait=True$"):
+        client.index(unique("bad"), list(corpus(1)), on_progress=print)  # type: ignore[call-overload]
+
+
 def test_no_documents_is_no_job(client: VelaClient, unique: Callable[[str], str]) -> None:
     name = unique("empty")
     assert client.index_in_batches(name, iter([]), wait=True) == []
@@ -255,9 +265,9 @@ def test_an_error_once_everything_was_sent_says_so(client: VelaClient, unique: C
 
 def test_a_document_that_cannot_be_json_is_named(client: VelaClient, unique: Callable[[str], str]) -> None:
     name = unique("nojson")
-    when = {"id": "when", "text": "otters", "metadata": {"at": datetime.now(UTC)}}
-    with pytest.raises(TypeError, match=r"the document at position 1 \(id 'when'\) cannot be sent as JSON"):
-        client.index_in_batches(name, [{"id": "a", "text": "otters"}, when])
+    tags = {"id": "tags", "text": "otters", "metadata": {"tags": {"a", "b"}}}  # a set: JSON has no form for it
+    with pytest.raises(TypeError, match=r"the document at position 1 \(id 'tags'\) cannot be sent as JSON"):
+        client.index_in_batches(name, [{"id": "a", "text": "otters"}, tags])
     nan = {"id": "nan", "text": "otters", "metadata": {"score": float("nan")}}
     with pytest.raises(ValueError, match=r"position 0 \(id 'nan'\) cannot be sent as JSON"):
         client.index_in_batches(name, [nan])

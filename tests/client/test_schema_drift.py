@@ -4,6 +4,7 @@ response field the client lacks fails here (add it to vela_client/models.py or c
 from __future__ import annotations
 
 import inspect
+import typing
 
 import pytest
 from pydantic import BaseModel
@@ -45,6 +46,19 @@ def test_every_search_option_is_a_client_keyword() -> None:
 )
 def test_client_models_have_every_server_field(client: type[BaseModel], server: type[BaseModel]) -> None:
     assert _fields(server) - _fields(client) == set()
+
+
+def _literal_values(annotation: object) -> set[object]:
+    """The values a Literal annotation (or an optional one) allows."""
+    if typing.get_origin(annotation) is typing.Literal:
+        return set(typing.get_args(annotation))
+    return {value for arg in typing.get_args(annotation) for value in _literal_values(arg)}
+
+
+@pytest.mark.parametrize("field", ["method", "normalization"])
+def test_fusion_takes_exactly_the_servers_values(field: str) -> None:
+    server = _literal_values(search_requests.FusionOptions.model_fields[field].annotation)
+    assert server and _literal_values(models.Fusion.model_fields[field].annotation) == server
 
 
 Client = type[VelaClient] | type[AsyncVelaClient]
