@@ -24,6 +24,19 @@ class AsyncCollectionsMixin(AsyncBase):
         """Counts, embedder, dims and index sizes; NotFound (`collection_not_found`) when there is none."""
         return await self._send(calls.get_collection(name))
 
+    async def create_collection(
+        self,
+        name: str,
+        *,
+        embedder: str | None = None,
+        shards: int | None = None,
+        schema: Mapping[str, Any] | None = None,
+    ) -> Collection:
+        """Make an empty collection with these settings before any document (`PUT /collections/{name}`): the
+        collection as `get_collection` shows it. One of that name with the same settings is returned as it is;
+        other settings, or an alias's name, raise Conflict."""
+        return await self._send(calls.create_collection(name, embedder=embedder, shards=shards, schema=schema))
+
     async def collection_exists(self, name: str) -> bool:
         """Whether there is a collection (or an alias) of this name: `HEAD /collections/{name}`, no body read."""
         return await self._send(calls.collection_exists(name))

@@ -11,7 +11,7 @@ from vela_client.bases import AsyncBase
 from vela_client.calls import DocumentLike
 from vela_client.document_calls import INDEX_IN_BATCHES
 from vela_client.errors import PayloadTooLarge
-from vela_client.models import DocumentPage, Facet, Job, JobAccepted, StoredDocument
+from vela_client.models import DocumentPage, Documents, Facet, Job, JobAccepted, StoredDocument
 from vela_client.waiting import AsyncProgressCallback
 
 
@@ -103,6 +103,11 @@ class AsyncDocumentsMixin(AsyncBase):
     async def get_document(self, collection: str, doc_id: str) -> StoredDocument:
         """A document as stored, with its passages; NotFound (`document_not_found` or `collection_not_found`)."""
         return await self._send(document_calls.get_document(collection, doc_id))
+
+    async def get_documents(self, collection: str, ids: Iterable[str], *, passages: bool = False) -> Documents:
+        """Up to 1,000 documents by id in one request: `documents` (those found, in the order of `ids`, with their
+        passages when `passages`) and `not_found` (the other ids). NotFound only for an unknown collection."""
+        return await self._send(document_calls.get_documents(collection, ids, passages=passages))
 
     async def document_exists(self, collection: str, doc_id: str) -> bool:
         """Whether the collection holds a document of this id: `HEAD /collections/{name}/documents/{id}`, no body

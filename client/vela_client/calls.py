@@ -96,6 +96,17 @@ def get_collection(name: str) -> Call[Collection]:
     return routes.GET_COLLECTION.call(_model(Collection), name=name)
 
 
+def create_collection(
+    name: str,
+    *,
+    embedder: str | None = None,
+    shards: int | None = None,
+    schema: Mapping[str, Any] | None = None,
+) -> Call[Collection]:
+    body = _set(embedder=embedder, shards=shards, schema=dict(schema) if schema is not None else None)
+    return routes.CREATE_COLLECTION.call(_model(Collection), json=body, name=name)
+
+
 def _exists(response: httpx.Response) -> bool:
     """A HEAD's answer: 200 True, 404 False; any other failure raised as it would be for the GET."""
     if response.status_code == 404:

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from vela_client import encoding, routes
 from vela_client.calls import _exists, _model, _set
-from vela_client.models import Count, DocumentPage, Facet, JobAccepted, StoredDocument
+from vela_client.models import Count, DocumentPage, Documents, Facet, JobAccepted, StoredDocument
 from vela_client.routes import Call
 
 # Added to a 413 that `index` gets: the way to send the same documents.
@@ -18,6 +18,11 @@ INDEX_IN_BATCHES = "index sends its documents in one request: index_in_batches s
 
 def get_document(collection: str, doc_id: str) -> Call[StoredDocument]:
     return routes.GET_DOCUMENT.call(_model(StoredDocument), name=collection, doc_id=doc_id)
+
+
+def get_documents(collection: str, ids: Iterable[str], *, passages: bool = False) -> Call[Documents]:
+    body = {"ids": list(ids), "passages": passages}
+    return routes.GET_DOCUMENTS.call(_model(Documents), json=body, name=collection)
 
 
 def document_exists(collection: str, doc_id: str) -> Call[bool]:

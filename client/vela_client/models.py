@@ -125,6 +125,13 @@ class StoredDocument(_Response):
     passages: list[PassageRef] | None = None
 
 
+class Documents(_Response):
+    """Documents read by id: those found, in the order asked (with passages when asked for), and the ids of none."""
+
+    documents: list[StoredDocument]
+    not_found: list[str]
+
+
 class DocumentPage(_Response):
     """One page of a scroll: documents in id order; `next_cursor` None once the scroll is over. A page may hold
     fewer documents than asked for (even none) and still have a next_cursor."""

@@ -96,6 +96,8 @@ READYZ = Route("GET", "/readyz", retry=False)
 METRICS = Route("GET", "/metrics")
 LIST_COLLECTIONS = Route("GET", "/collections")
 GET_COLLECTION = Route("GET", "/collections/{name}")
+# Sent twice, the second answer is a 200 with the collection the first made: the same state.
+CREATE_COLLECTION = Route("PUT", "/collections/{name}")
 # HEAD: whether it exists (200 or 404, no body). The server keeps HEAD routes out of its OpenAPI schema.
 COLLECTION_EXISTS = Route("HEAD", "/collections/{name}")
 # Sent twice after a connection broke, the second answer would be a 404 although the first one worked.
@@ -104,6 +106,7 @@ DELETE_DOCUMENT = Route("DELETE", "/collections/{name}/documents/{doc_id}")
 GET_DOCUMENT = Route("GET", "/collections/{name}/documents/{doc_id}")
 DOCUMENT_EXISTS = Route("HEAD", "/collections/{name}/documents/{doc_id}")
 SCROLL_DOCUMENTS = Route("GET", "/collections/{name}/documents")
+GET_DOCUMENTS = Route("POST", "/collections/{name}/documents/get")  # a read: sent again, the same answer
 # A merge or replace of the same metadata: sent twice, two jobs leave the same metadata.
 PATCH_DOCUMENT = Route("PATCH", "/collections/{name}/documents/{doc_id}")
 # Sent twice, the second job finds those documents already gone (it deletes 0): the same documents are left.
@@ -152,9 +155,11 @@ ROUTES: tuple[Route, ...] = (
     METRICS,
     LIST_COLLECTIONS,
     GET_COLLECTION,
+    CREATE_COLLECTION,
     DELETE_COLLECTION,
     DELETE_DOCUMENT,
     GET_DOCUMENT,
+    GET_DOCUMENTS,
     SCROLL_DOCUMENTS,
     PATCH_DOCUMENT,
     DELETE_DOCUMENTS,

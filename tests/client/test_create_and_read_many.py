@@ -1,0 +1,37 @@
+"""`create_collection` and `get_documents` through both clients against a real server."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from vela_client import Conflict, Documents, NotFound, VelaClient
+
+
+def test_create_collection_makes_an_empty_one_and_the_same_call_again_returns_it(
+    client: VelaClient, unique: Callable[[str], str]
+) -> None:
+    name = unique("made")
+    schema = {"fields": {"tenant": "keyword"}, "strict": False}
+    made = client.create_collection(name, shards=2, schema=schema)
+    assert (made.name, made.documents, made.shards, made.schema_) == (name, 0, 2, schema)
+    assert client.create_collection(name, shards=2).name == name  # the same settings: the one there
+    with pytest.raises(Conflict):
+        client.create_collection(name, shards=3)
+    client.index(name, [{"id": "a", "text": "otters", "metadata": {"tenant": "t"}}], wait=True)
+    assert client.get_collection(name).documents == 1
+    client.delete_collection(name)
+
+
+def test_get_documents_reads_many_by_id(client: VelaClient, unique: Callable[[str], str]) -> None:
+    name = unique("many")
+    client.index(name, [{"id": f"d{i}", "text": f"river {i}", "metadata": {"i": i}} for i in range(4)], wait=True)
+    got = client.get_documents(name, ["d2", "gone", "d0"])
+    assert isinstance(got, Documents)
+    assert [d.id for d in got.documents] == ["d2", "d0"] and got.not_found == ["gone"]
+    assert got.documents[0].metadata == {"i": 2} and got.documents[0].passages is None
+    full = client.get_documents(name, iter(["d1"]), passages=True)
+    assert full.documents[0].passages and full.documents[0].text == "river 1"
+    with pytest.raises(NotFound):
+        client.get_documents(unique("missing"), ["d0"])
+    client.delete_collection(name)
