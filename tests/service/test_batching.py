@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from models import EmbedderCache
-from service.batching import MicroBatcher, QueryEncoders
+from service.batching import Chunked, MicroBatcher, QueryEncoders
 
 
 def test_concurrent_queries_are_coalesced_and_answered_exactly(tiny_embedder_dir: Path) -> None:
@@ -77,7 +77,8 @@ def test_an_encoder_error_reaches_every_waiter_and_the_batcher_keeps_serving() -
 def test_max_batch_one_turns_batching_off(tiny_embedder_dir: Path) -> None:
     cache = EmbedderCache()
     encoders = QueryEncoders(cache, max_batch=1, max_wait_ms=1)
-    assert encoders.get(str(tiny_embedder_dir)) is cache.get(tiny_embedder_dir)
+    plain = encoders.get(str(tiny_embedder_dir))  # no micro-batching: the embedder, its passes checked for the deadline
+    assert isinstance(plain, Chunked) and plain.embedder is cache.get(tiny_embedder_dir)
     batched = QueryEncoders(cache, max_batch=8, max_wait_ms=1)
     try:
         first = batched.get(str(tiny_embedder_dir))
