@@ -21,6 +21,7 @@ BENCHES: dict[str, tuple[str, str]] = {
         "bench.bm25_normalize",
         "BM25 NDCG@10 over NFKC-normalised text (new collections) vs the text as is",
     ),
+    "abandoned": ("bench.abandoned", "CPU a server spends on batch searches whose client hung up vs answering one"),
     "hydrate": ("bench.hydrate", "search hit hydration: passage slices in SQL vs whole texts, time and bytes"),
     "dense": ("bench.dense", "FAISS flat vs numpy, 256-d + rescore vs full, HNSW"),
     "ingest": ("bench.ingest", "end-to-end ingest vs the bare encoder"),
