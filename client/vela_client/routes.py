@@ -106,7 +106,7 @@ DELETE_DOCUMENT = Route("DELETE", "/collections/{name}/documents/{doc_id}")
 GET_DOCUMENT = Route("GET", "/collections/{name}/documents/{doc_id}")
 DOCUMENT_EXISTS = Route("HEAD", "/collections/{name}/documents/{doc_id}")
 SCROLL_DOCUMENTS = Route("GET", "/collections/{name}/documents")
-GET_DOCUMENTS = Route("POST", "/collections/{name}/documents/get")  # a read: sent again, the same answer
+GET_DOCUMENTS = Route("POST", "/collections/{name}/documents")  # a read: sent again, the same answer
 # A merge or replace of the same metadata: sent twice, two jobs leave the same metadata.
 PATCH_DOCUMENT = Route("PATCH", "/collections/{name}/documents/{doc_id}")
 # Sent twice, the second job finds those documents already gone (it deletes 0): the same documents are left.

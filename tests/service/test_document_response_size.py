@@ -168,9 +168,9 @@ def test_a_scroll_stops_before_a_document_over_the_limit_which_alone_is_refused(
 
 def test_many_documents_read_by_id_past_the_limit_are_413_and_within_it_are_sent(server: httpx.Client) -> None:
     ids = [f"s{i:02d}" for i in range(3)]
-    r = server.post("/collections/small/documents/get", json={"ids": ids})
+    r = server.post("/collections/small/documents", json={"ids": ids})
     assert r.status_code == 200 and len(r.content) <= LIMIT, r.text
     assert [d["text"] for d in r.json()["documents"]] == [SMALL] * 3
-    r = server.post("/collections/small/documents/get", json={"ids": [f"s{i:02d}" for i in range(6)]})
+    r = server.post("/collections/small/documents", json={"ids": [f"s{i:02d}" for i in range(6)]})
     assert r.status_code == 413 and r.json()["error"]["code"] == "payload_too_large", r.text
     assert "ask for fewer documents" in r.json()["error"]["message"]

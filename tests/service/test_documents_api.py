@@ -226,15 +226,15 @@ def test_many_documents_are_read_by_id_in_one_request(server: Server) -> None:
 
     client, _ = server
     index(client, "mget", [{"id": f"m{i}", "text": f"note {i} about tides", "metadata": {"n": i}} for i in range(5)])
-    r = client.post("/collections/mget/documents/get", json={"ids": ["m3", "nope", "m0", "m3"]})
+    r = client.post("/collections/mget/documents", json={"ids": ["m3", "nope", "m0", "m3"]})
     assert r.status_code == 200, r.text
     body = r.json()
     assert [d["id"] for d in body["documents"]] == ["m3", "m0"] and body["not_found"] == ["nope"]
     assert body["documents"][0] == {"id": "m3", "title": "", "text": "note 3 about tides", "metadata": {"n": 3}}
     one = client.get("/collections/mget/documents/m3").json()
-    full = client.post("/collections/mget/documents/get", json={"ids": ["m3"], "passages": True}).json()
+    full = client.post("/collections/mget/documents", json={"ids": ["m3"], "passages": True}).json()
     assert full["documents"] == [one]
-    assert client.post("/collections/nope/documents/get", json={"ids": ["a"]}).status_code == 404
+    assert client.post("/collections/nope/documents", json={"ids": ["a"]}).status_code == 404
     for bad in ({"ids": []}, {"ids": [""]}, {"ids": ["a"] * (MAX_GET_IDS + 1)}, {"ids": "m1"}, {"idz": ["m1"]}):
-        r = client.post("/collections/mget/documents/get", json=bad)
+        r = client.post("/collections/mget/documents", json=bad)
         assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_request", (bad, r.text)

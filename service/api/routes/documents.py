@@ -166,7 +166,7 @@ def read_document(name: str, doc_id: str, state: State) -> Response:
 
 
 @router.post(
-    "/{name}/documents/get",
+    "/{name}/documents",
     response_model=GetDocumentsResponse,
     responses={
         **ERRORS,
