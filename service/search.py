@@ -193,3 +193,33 @@ def assemble_results(
         out.append(SearchResult(hits=page, took_ms=took_ms + outcome.took_ms, rerank=outcome))
     timing.mark("searched")  # what follows, up to the response start, is the `serialize` stage
     return out
+
+
+def projected(
+    results: list[SearchResult], *, with_text: bool, with_metadata: bool | Sequence[str]
+) -> list[SearchResult]:
+    """The results with each hit's text left out (empty) unless `with_text`, and its metadata whole (True), left
+    out (False: empty) or cut to the keys named: done after the rerank stage and the highlights, which read the
+    text, so that only the answer is smaller."""
+    if with_text and with_metadata is True:
+        return results
+    keys = None if isinstance(with_metadata, bool) else tuple(with_metadata)
+    cut: dict[int, dict[str, Any]] = {}  # by id() of a metadata object: hits of one document share it
+
+    def metadata(md: dict[str, Any]) -> dict[str, Any]:
+        if with_metadata is True:
+            return md
+        if keys is None:
+            return {}
+        out = cut.get(id(md))
+        if out is None:
+            out = cut[id(md)] = {k: md[k] for k in keys if k in md}
+        return out
+
+    return [
+        replace(
+            r,
+            hits=[replace(h, text=h.text if with_text else "", metadata=metadata(h.metadata)) for h in r.hits],
+        )
+        for r in results
+    ]

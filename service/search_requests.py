@@ -93,6 +93,13 @@ class SearchOptions(UnicodeBody):
     highlight: bool = Field(
         False, description="each hit's `highlights`: the spans of its text that match a query term, as BM25 matches"
     )
+    with_text: bool = Field(True, description="each hit's passage `text`; false: `text` is empty (a smaller answer)")
+    with_metadata: (
+        bool | Annotated[list[Annotated[str, Field(min_length=1, max_length=256)]], Field(max_length=256)]
+    ) = Field(
+        True,
+        description="each hit's `metadata`: all of it (true), none (false: `{}`), or only these top-level keys",
+    )
     score_threshold: float | None = Field(
         None,
         description="leave out hits whose score is below this: the cosine in dense mode, the BM25 score in bm25 "

@@ -5,7 +5,7 @@ Optional arguments left as None are not sent, so the server's defaults (and any 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypedDict, TypeVar
 
 import httpx
@@ -208,6 +208,8 @@ class SearchOptions(TypedDict, total=False):
     offset: int
     score_threshold: float
     highlight: bool
+    with_text: bool
+    with_metadata: bool | Sequence[str]
 
 
 def search_options(collection: str, options: SearchOptions) -> dict[str, Any]:

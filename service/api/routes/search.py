@@ -27,7 +27,7 @@ from service.recommend import DocumentsNotFound, recommend
 from service.rerank import NoReranker, Reranking, UnknownReranker, prepare_rerank
 from service.response_size import estimated_size
 from service.schemas import ErrorResponse
-from service.search import Hit, SearchResult, search_batch
+from service.search import Hit, SearchResult, projected, search_batch
 from service.search_requests import BatchSearchRequest, RecommendRequest, SearchOptions, SearchRequest
 from service.search_schemas import (
     BatchSearchResponse,
@@ -180,6 +180,7 @@ async def _run(state: AppState, opts: SearchOptions, queries: list[str]) -> list
         score_threshold=opts.score_threshold,
         highlight=opts.highlight,
     )
+    results = projected(results, with_text=opts.with_text, with_metadata=opts.with_metadata)
     for r in results:
         if r.rerank is not None:
             state.metrics.observe_rerank(status=r.rerank.status, pairs=r.rerank.scored, seconds=r.rerank.took_ms / 1000)
