@@ -66,7 +66,19 @@ class FusionOptions(BaseModel):
 DEFAULT_DEPTH = 200
 
 
-class SearchOptions(UnicodeBody):
+MetadataKeys = Annotated[list[Annotated[str, Field(min_length=1, max_length=256)]], Field(max_length=256)]
+
+
+class HitParts(UnicodeBody):
+    """What each hit carries (Qdrant's with_payload, Elasticsearch's _source): searches and recommendations alike."""
+
+    with_text: bool = Field(True, description="each hit's passage `text`; false: `text` is empty (a smaller answer)")
+    with_metadata: bool | MetadataKeys = Field(
+        True, description="each hit's `metadata`: all of it (true), none (false: `{}`), or only these top-level keys"
+    )
+
+
+class SearchOptions(HitParts):
     model_config = REQUEST_CONFIG
     collection: str = CollectionName
     k: int = Field(10, ge=1, le=1000, description="hits to return")
@@ -92,13 +104,6 @@ class SearchOptions(UnicodeBody):
     filter: FilterJson = FilterField
     highlight: bool = Field(
         False, description="each hit's `highlights`: the spans of its text that match a query term, as BM25 matches"
-    )
-    with_text: bool = Field(True, description="each hit's passage `text`; false: `text` is empty (a smaller answer)")
-    with_metadata: (
-        bool | Annotated[list[Annotated[str, Field(min_length=1, max_length=256)]], Field(max_length=256)]
-    ) = Field(
-        True,
-        description="each hit's `metadata`: all of it (true), none (false: `{}`), or only these top-level keys",
     )
     score_threshold: float | None = Field(
         None,
@@ -196,7 +201,7 @@ class BatchSearchRequest(SearchOptions):
 MAX_RECOMMEND_IDS = 64  # documents one recommend request may name, like and unlike together
 
 
-class RecommendRequest(UnicodeBody):
+class RecommendRequest(HitParts):
     model_config = REQUEST_CONFIG
     collection: str = CollectionName
     like: list[Annotated[str, Field(min_length=1, max_length=1024)]] = Field(

@@ -8,7 +8,7 @@ generations, models and aliases in async_collections.py, and snapshots (backup a
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar, Unpack
 
@@ -164,10 +164,15 @@ class AsyncVelaClient(AsyncDocumentsMixin, AsyncBulkMixin, AsyncCollectionsMixin
         offset: int | None = None,
         filter: Mapping[str, Any] | None = None,
         score_threshold: float | None = None,
+        with_text: bool | None = None,
+        with_metadata: bool | Sequence[str] | None = None,
     ) -> SearchResponse:
         """Documents like the stored documents `like` (and unlike `unlike`), by their stored vectors; the named
-        documents are never among the hits. NotFound (document_not_found) names any the collection lacks."""
-        return await self._send(calls.recommend(collection, like, unlike, k, offset, filter, score_threshold))
+        documents are never among the hits. NotFound (document_not_found) names any the collection lacks.
+        `with_text` / `with_metadata`: what each hit carries, as in a search."""
+        return await self._send(
+            calls.recommend(collection, like, unlike, k, offset, filter, score_threshold, with_text, with_metadata)
+        )
 
     # Jobs
 

@@ -249,6 +249,8 @@ def recommend(
     offset: int | None,
     filter: Mapping[str, Any] | None,
     score_threshold: float | None,
+    with_text: bool | None = None,
+    with_metadata: bool | Sequence[str] | None = None,
 ) -> Call[SearchResponse]:
     for name, ids in (("like", like), ("unlike", unlike)):
         if isinstance(ids, str):  # a str is an iterable of one-letter ids: surely a mistake
@@ -261,6 +263,8 @@ def recommend(
         offset=offset,
         filter=dict(filter) if filter is not None else None,
         score_threshold=score_threshold,
+        with_text=with_text,
+        with_metadata=with_metadata if isinstance(with_metadata, bool | None) else list(with_metadata),
     )
     return routes.RECOMMEND.call(_model(SearchResponse), json=body)
 

@@ -35,3 +35,14 @@ def test_get_documents_reads_many_by_id(client: VelaClient, unique: Callable[[st
     with pytest.raises(NotFound):
         client.get_documents(unique("missing"), ["d0"])
     client.delete_collection(name)
+
+
+def test_searches_and_recommendations_carry_what_is_asked(client: VelaClient, unique: Callable[[str], str]) -> None:
+    name = unique("parts")
+    docs = [{"id": f"d{i}", "text": f"river otters {i}", "metadata": {"i": i, "tag": "x"}} for i in range(4)]
+    client.index(name, docs, wait=True)
+    hits = client.search(name, "otters", with_text=False, with_metadata=["i"]).hits
+    assert hits and all(h.text == "" and set(h.metadata) == {"i"} for h in hits)
+    liked = client.recommend(name, ["d0"], with_metadata=False).hits
+    assert liked and all(h.metadata == {} and h.text for h in liked)
+    client.delete_collection(name)

@@ -252,6 +252,7 @@ async def recommend_documents(body: RecommendRequest, state: State) -> Response:
     except DocumentsNotFound as exc:
         missing = ", ".join(shown(d) for d in exc.missing[:5])
         raise ApiError(404, "document_not_found", f"collection {shown(body.collection)} holds no {missing}") from exc
+    (result,) = projected([result], with_text=body.with_text, with_metadata=body.with_metadata)
 
     def build() -> SearchResponse:
         _check_estimate(state, [result], batch=False)
