@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,11 @@ from indexing.docstore_records import (
     _init_schema,
 )
 from velaio.files import connect_sqlite, init_sqlite, rollback
+
+# How long a replaced passage's old text stays readable after the commit that replaced it in the index has
+# published: past the request deadline (60 s by default) and a background reader's refresh, so that a search that
+# started on the view before the publish still hydrates it.
+REPLACED_GRACE_S = 300.0
 
 __all__ = ["DocStore", "DocumentRecord", "PassageBatch", "PassageHit", "StoredDocument"]
 
@@ -174,5 +180,10 @@ class DocStore(DocStoreReads):
         return int(conn.execute("SELECT value FROM meta WHERE key = 'seq'").fetchone()[0])
 
     def forget_dead(self, pids: np.ndarray) -> None:
-        """Called once a published manifest marks these passages deleted."""
-        self._select_in("DELETE FROM dead_passages WHERE pid IN ({marks})", [int(p) for p in pids])
+        """Called once a published manifest marks these passages deleted. What the replaced ones showed is kept
+        for REPLACED_GRACE_S more (searches on the view before this publish still hydrate them), then purged."""
+        now = time.time()
+        keys = [int(p) for p in pids]
+        self._select_in("DELETE FROM dead_passages WHERE pid IN ({marks})", keys)
+        self._select_in(f"UPDATE replaced_passages SET forgotten_at = {now!r} WHERE pid IN ({{marks}})", keys)
+        self._conn().execute("DELETE FROM replaced_passages WHERE forgotten_at < ?", (now - REPLACED_GRACE_S,))

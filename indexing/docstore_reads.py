@@ -177,7 +177,8 @@ class DocStoreReads:
         return int(self._conn().execute("SELECT COUNT(*) FROM passages WHERE pid > ?", (pid,)).fetchone()[0])
 
     def passages(self, pids: Sequence[int]) -> dict[int, PassageHit]:
-        """The passages that still exist, with their document's title and metadata.
+        """The passages that still exist, with their document's title and metadata, and those replaced since the
+        last commits (as they were: replaced_passages) of documents that still exist.
 
         A hit reads its passage's own slice of the text (not the whole document: a search for 100 hits of 1 MB
         documents would move 100 MB), and each document's title and metadata once, in the same read transaction.
@@ -193,11 +194,30 @@ class DocStoreReads:
             docs = self._select_in(
                 "SELECT doc_id, title, metadata FROM documents WHERE doc_id IN ({marks})", list({r[1] for r in rows})
             )
+            found = {r[0] for r in rows}
+            gone = [int(p) for p in pids if int(p) not in found]
+            # Replaced since the published index was built (an upsert or a patch whose commit has not published
+            # yet): the hit shows the document as the index ranked it. A deleted document is not shown.
+            old = (
+                self._select_in(
+                    "SELECT r.pid, r.doc_id, r.idx, r.start, r.end, r.title, r.text, r.metadata "
+                    "FROM replaced_passages r WHERE r.pid IN ({marks}) "
+                    "AND EXISTS (SELECT 1 FROM documents d WHERE d.doc_id = r.doc_id)",
+                    gone,
+                )
+                if gone
+                else []
+            )
         of_doc = {doc_id: (title, json.loads(meta)) for doc_id, title, meta in docs}
-        return {
+        out = {
             pid: PassageHit(pid, doc_id, idx, start, end, of_doc[doc_id][0], cut.get(pid, text), of_doc[doc_id][1])
             for pid, doc_id, idx, start, end, text in rows
         }
+        metadata: dict[str, Any] = {}  # the passages of one old version share one dict, as the current ones do
+        for pid, doc_id, idx, start, end, title, text, meta in old:
+            md = metadata.setdefault(meta, json.loads(meta))
+            out[pid] = PassageHit(pid, doc_id, idx, start, end, title, text, md)
+        return out
 
     def _sliced_in_python(self, spans: dict[int, tuple[int, int]]) -> dict[int, str]:
         """The text of these passages {pid: (start, end)} sliced from their documents' whole text. For the rare

@@ -34,6 +34,27 @@ INSERT OR IGNORE INTO meta(key, value) VALUES ('doc_changes', 0);
 CREATE TABLE IF NOT EXISTS dead_passages (pid INTEGER PRIMARY KEY);
 CREATE TRIGGER IF NOT EXISTS passages_dead AFTER DELETE ON passages
 BEGIN INSERT OR IGNORE INTO dead_passages(pid) VALUES (old.pid); END;
+-- What a replaced passage showed (its slice of the old text, the old title and metadata), read by searches until
+-- the commit that replaces it in the index has been served a while: the published index still ranks the old
+-- passage, and a hit on it shows the document as it was, not nothing. Deleting a passage records it: the
+-- document row still holds the old version then (an upsert deletes passages before it updates the document).
+-- `forgotten_at`: when the commit that marked it deleted published (NULL before), for the purge.
+CREATE TABLE IF NOT EXISTS replaced_passages (
+    pid INTEGER PRIMARY KEY,
+    doc_id TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    start INTEGER NOT NULL,
+    end INTEGER NOT NULL,
+    title TEXT NOT NULL,
+    text TEXT NOT NULL,
+    metadata TEXT NOT NULL,
+    forgotten_at REAL
+);
+CREATE TRIGGER IF NOT EXISTS passages_replaced AFTER DELETE ON passages
+BEGIN INSERT OR REPLACE INTO replaced_passages(pid, doc_id, idx, start, end, title, text, metadata)
+    SELECT old.pid, old.doc_id, old.idx, old.start, old.end, d.title,
+           substr(d.text, old.start + 1, old.end - old.start), d.metadata
+    FROM documents d WHERE d.doc_id = old.doc_id; END;
 """
 # Added after the first release; older stores gain the column on open. Which corpus context (CDE) the
 # document's passage vectors were made with: '' for a non-contextual embedder.
