@@ -30,12 +30,15 @@ class AsyncCollectionsMixin(AsyncBase):
         *,
         embedder: str | None = None,
         shards: int | None = None,
-        schema: Mapping[str, Any] | None = None,
+        schema: Mapping[str, str] | None = None,
+        strict: bool = False,
     ) -> Collection:
-        """Make an empty collection with these settings before any document (`PUT /collections/{name}`): the
-        collection as `get_collection` shows it. One of that name with the same settings is returned as it is;
-        other settings, or an alias's name, raise Conflict."""
-        return await self._send(calls.create_collection(name, embedder=embedder, shards=shards, schema=schema))
+        """Make an empty collection with these settings before any document (`PUT /collections/{name}`; `schema`
+        and `strict` as `index` takes them): the collection as `get_collection` shows it. One of that name with the
+        same settings is returned as it is; other settings, or an alias's name, raise Conflict."""
+        return await self._send(
+            calls.create_collection(name, embedder=embedder, shards=shards, schema=schema, strict=strict)
+        )
 
     async def collection_exists(self, name: str) -> bool:
         """Whether there is a collection (or an alias) of this name: `HEAD /collections/{name}`, no body read."""

@@ -101,9 +101,15 @@ def create_collection(
     *,
     embedder: str | None = None,
     shards: int | None = None,
-    schema: Mapping[str, Any] | None = None,
+    schema: Mapping[str, str] | None = None,
+    strict: bool = False,
 ) -> Call[Collection]:
-    body = _set(embedder=embedder, shards=shards, schema=dict(schema) if schema is not None else None)
+    """`schema` and `strict` as `index` takes them: {field: type}, and whether filters may name others."""
+    if strict and schema is None:
+        raise ValueError("strict applies only with a schema")
+    body = _set(embedder=embedder, shards=shards)
+    if schema is not None:
+        body["schema"] = {"fields": dict(schema), "strict": strict}
     return routes.CREATE_COLLECTION.call(_model(Collection), json=body, name=name)
 
 

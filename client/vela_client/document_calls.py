@@ -21,6 +21,8 @@ def get_document(collection: str, doc_id: str) -> Call[StoredDocument]:
 
 
 def get_documents(collection: str, ids: Iterable[str], *, passages: bool = False) -> Call[Documents]:
+    if isinstance(ids, str):  # a str is an iterable of one-letter ids: surely a mistake
+        raise TypeError(f"ids must be a list of document ids, not one string (write [{ids!r}])")
     body = {"ids": list(ids), "passages": passages}
     return routes.GET_DOCUMENTS.call(_model(Documents), json=body, name=collection)
 

@@ -12,9 +12,9 @@ def test_create_collection_makes_an_empty_one_and_the_same_call_again_returns_it
     client: VelaClient, unique: Callable[[str], str]
 ) -> None:
     name = unique("made")
-    schema = {"fields": {"tenant": "keyword"}, "strict": False}
-    made = client.create_collection(name, shards=2, schema=schema)
-    assert (made.name, made.documents, made.shards, made.schema_) == (name, 0, 2, schema)
+    made = client.create_collection(name, shards=2, schema={"tenant": "keyword"}, strict=True)  # as index takes it
+    assert (made.name, made.documents, made.shards) == (name, 0, 2)
+    assert made.schema_ == {"fields": {"tenant": "keyword"}, "strict": True}
     assert client.create_collection(name, shards=2).name == name  # the same settings: the one there
     with pytest.raises(Conflict):
         client.create_collection(name, shards=3)
@@ -34,6 +34,8 @@ def test_get_documents_reads_many_by_id(client: VelaClient, unique: Callable[[st
     assert full.documents[0].passages and full.documents[0].text == "river 1"
     with pytest.raises(NotFound):
         client.get_documents(unique("missing"), ["d0"])
+    with pytest.raises(TypeError, match="not one string"):
+        client.get_documents(name, "d0")
     client.delete_collection(name)
 
 
