@@ -54,13 +54,13 @@ class _Parser:
         self.conditions += 1
         if self.conditions > MAX_CONDITIONS:
             raise FilterError(path, f"a filter may hold at most {MAX_CONDITIONS} conditions")
-        if "key" in raw:
-            return self.field(raw, path)
         for op in (*KEYED, "has_id"):
             if op in raw:
                 if keys != {op}:
                     raise FilterError(path, f"{op!r} stands alone; unexpected {sorted(keys - {op})}")
                 return self.has_id(raw[op], f"{path}.has_id") if op == "has_id" else self.keyed(op, raw[op], path)
+        if "key" in raw:
+            return self.field(raw, path)
         if not keys:
             raise FilterError(path, f"an empty condition: give {CONDITIONS}")
         raise FilterError(path, f"unknown condition {sorted(keys)}: expected {CONDITIONS}")

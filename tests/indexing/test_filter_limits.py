@@ -78,6 +78,7 @@ def test_the_depth_bound_still_holds() -> None:
         ({"has_id": ["a", 7]}, "filter.has_id[1]"),
         ({"has_id": [f"d{i}" for i in range(1025)]}, "filter.has_id"),
         ({"has_id": ["a"], "key": "x"}, "filter"),
+        ({"exists": {"key": "a"}, "key": "x", "match": {"value": 1}}, "filter"),
         ({"key": "tag", "match": {"except": []}}, "filter.match.except"),
         ({"key": "tag", "match": {"except": "a"}}, "filter.match.except"),
         ({"key": "tag", "match": {"except": [{"a": 1}]}}, "filter.match.except[0]"),
@@ -100,6 +101,11 @@ def test_the_further_conditions_refuse_bad_shapes_naming_their_path(raw: dict[st
     with pytest.raises(FilterError) as err:
         parse_filter(raw, Schema({}))
     assert err.value.path == path
+
+
+def test_a_standalone_condition_beside_a_field_says_it_stands_alone() -> None:
+    with pytest.raises(FilterError, match="'has_id' stands alone; unexpected \\['key'\\]"):
+        parse_filter({"has_id": ["A"], "key": "tenant"})
 
 
 def test_a_filter_names_at_most_ten_thousand_ids() -> None:
