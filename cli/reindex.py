@@ -131,6 +131,8 @@ def main(args: argparse.Namespace) -> int:
         return _fail(str(exc), 2)
     except CollectionNotFound:
         return _fail(f"no collection named {args.collection!r}", 2)
+    except BusyJob as exc:
+        return _fail(str(exc), 3)
     except CollectionConflict as exc:  # busy: not a bad argument, the same command works later
         return _fail(f"{exc} (one that a `vela reindex` left unfinished: --resume JOB_ID runs it to its end)", 3)
     print(f"job {job.id} ({job.kind.value} {job.collection})", file=sys.stderr)
@@ -145,6 +147,10 @@ class BadResume(ValueError):
     """--resume names no job, or one this command does not run."""
 
 
+class BusyJob(RuntimeError):
+    """--resume names a job another live process runs."""
+
+
 def _job_to_resume(state: Any, collection: str, job_id: str) -> Any:
     from indexing.jobs import GENERATION_KINDS, JobNotFound, JobStatus
 
@@ -157,6 +163,14 @@ def _job_to_resume(state: Any, collection: str, job_id: str) -> Any:
     name = state.collections.get(collection).name  # an alias names the collection its jobs record
     if job.collection != name:
         raise BadResume(f"--resume: job {job_id} is collection {job.collection!r}'s, not {name!r}'s")
+    if job.status == JobStatus.RUNNING and job.id in state.jobs.leases.held():
+        # Another process runs it and renews its lease (a server that took it over, a worker): taken here, it would
+        # run twice; it is that process's to end.
+        runner = state.jobs.worker(job_id) or "another process"
+        raise BusyJob(
+            f"--resume: job {job_id} is running in {runner}, which renews its lease: follow it with "
+            f"GET /jobs/{job_id} (`--resume` takes a job that was interrupted or whose runner is gone)"
+        )
     if job.status == JobStatus.FAILED:  # interrupted (or failed): queued again, as POST /jobs/{id}/retry does
         job = state.jobs.requeue(job.id)
     return job
@@ -183,6 +197,10 @@ def _run(state: Any, job: Any, args: argparse.Namespace) -> int:
                 metadata_limits=state.settings.metadata_limits(),
             )
     except KeyboardInterrupt:  # stopped at once: failed, so that nothing waits for it and a retry resumes it
+        if not state.jobs.leases.owns(job.id):  # it was waiting for a job another process runs: that one's to end
+            return _fail(
+                f"interrupted; job {job.id} runs on in another process: follow it with GET /jobs/{job.id}", 130
+            )
         # Left `running`, no process would run it (a server runs jobs it finds queued), a cancel would wait for a
         # runner that is gone, and the collection's next reindex or rollback would be refused as busy.
         state.jobs.finish(job.id, JobStatus.FAILED, error=INTERRUPTED)

@@ -62,6 +62,26 @@ class JobLeases:
         )
         return cur.rowcount
 
+    def held(self) -> list[str]:
+        """The running jobs whose lease is live (their runner renews it: a worker, `vela ingest`, `vela reindex`)."""
+        rows = self._conn().execute(
+            "SELECT id FROM jobs WHERE status = ? AND lease_until >= ?", (_RUNNING, time.time())
+        )
+        return [r[0] for r in rows]
+
+    def owns(self, job_id: str) -> bool:
+        """Whether this process runs the job now: it is running under this job store's lease."""
+        if self.owner is None:
+            return False
+        row = (
+            self._conn()
+            .execute(
+                "SELECT 1 FROM jobs WHERE id = ? AND status = ? AND lease_owner = ?", (job_id, _RUNNING, self.owner)
+            )
+            .fetchone()
+        )
+        return row is not None
+
     def expired(self) -> list[str]:
         """The running jobs whose lease has expired (their worker is gone), oldest first."""
         rows = self._conn().execute(

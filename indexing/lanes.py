@@ -17,17 +17,12 @@ class _Lane(InProcessQueue):
         self.generations = generations
 
     def takes(self, job_id: str) -> bool:
+        """Jobs a crash interrupted, and jobs whose runner is gone, run again each in its own lane (InProcessQueue's
+        start and sweep ask this)."""
         try:
             return (self.jobs.get(job_id).kind in LONG_KINDS) == self.generations
         except JobNotFound:
             return not self.generations
-
-    def start(self) -> None:
-        # Jobs a crash interrupted run again, each in its own lane (at-least-once, as InProcessQueue does).
-        for job_id in self.jobs.unfinished():
-            if self.takes(job_id):
-                self._queue.put(job_id)
-        self._thread.start()
 
 
 class LaneQueue:

@@ -89,9 +89,18 @@ class InProcessQueue:
         self._stopping = threading.Event()
         self._again = RunAgain(self._queue.put, self._stopping)
 
+    def takes(self, job_id: str) -> bool:
+        """Whether this queue runs the job (a lane of service/lanes.py takes some kinds only)."""
+        return True
+
     def start(self) -> None:
+        # A job another process runs under a live lease (a `vela reindex` or `vela ingest` at work) is left to it:
+        # queued here, this thread would wait for it to end, holding up this queue's other jobs and a stop. If that
+        # process dies, the lease lapses and the sweep (`_abandoned`) queues the job then.
+        held = set(self.jobs.leases.held())
         for job_id in self.jobs.unfinished():
-            self._queue.put(job_id)
+            if job_id not in held and self.takes(job_id):
+                self._queue.put(job_id)
         self._thread.start()
 
     def submit(self, job_id: str) -> None:
@@ -127,8 +136,8 @@ class InProcessQueue:
     def _abandoned(self) -> None:
         """Queue again the running jobs whose lease expired (their runner is gone); a store that cannot be read
         now is looked at again at the next sweep."""
-        try:
-            found = [j for j in self.jobs.leases.expired() if self.jobs.leases.requeue_expired(j)]
+        try:  # this queue's kinds only: a lane takes over what it would have run
+            found = [j for j in self.jobs.leases.expired() if self.takes(j) and self.jobs.leases.requeue_expired(j)]
         except Exception as exc:  # the job store busy or failing: not this thread's end
             log.warning("expired job leases not looked for", extra={"error": str(exc)})
             return

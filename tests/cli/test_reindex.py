@@ -123,3 +123,23 @@ def test_the_job_it_runs_is_leased_and_renewed(
     assert main(["reindex", "c", "--data-dir", str(vela), "--embedder", "tiny2"]) == 0
     assert _out(capsys)["status"] == "succeeded"
     assert leases and all(owner is not None and until is not None for owner, until in leases)
+
+
+def test_resume_refuses_a_job_another_live_process_runs(
+    tmp_path: Path, tiny_embedder_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from indexing.jobs import JobKind, JobStatus, JobStore
+
+    vela = tmp_path / "vela"
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text("\n".join(json.dumps({"id": f"d{i}", "text": f"tides {i}"}) for i in range(3)))
+    ingest_args = ["ingest", "--data", str(corpus), "--data-dir", str(vela), "--embedder", str(tiny_embedder_dir)]
+    assert main([*ingest_args, "--collection", "c"]) == 0
+    other = JobStore(vela / "jobs.sqlite3", lease_s=600)  # a server or worker that took the job over, alive
+    job = other.create(collection="c", kind=JobKind.REINDEX, payload=[{}], running_in="w1")
+    assert other.start(job.id, "w1") is not None
+    capsys.readouterr()
+    assert main(["reindex", "c", "--data-dir", str(vela), "--resume", job.id]) == 3
+    err = capsys.readouterr().err
+    assert f"job {job.id} is running in w1" in err and f"GET /jobs/{job.id}" in err
+    assert other.get(job.id).status == JobStatus.RUNNING and other.get(job.id).attempts == 1

@@ -92,3 +92,43 @@ def test_a_running_job_whose_lease_expired_is_queued_again_and_run_a_renewed_one
         q.stop()
     assert ran == [killed.id]
     assert jobs.get(killed.id).status == JobStatus.SUCCEEDED and jobs.get(alive.id).status == JobStatus.RUNNING
+
+
+def test_lanes_leave_a_live_leased_job_alone_at_start_and_take_over_only_their_own_kinds(tmp_path: Path) -> None:
+    from indexing.lanes import LaneQueue
+
+    jobs = JobStore(tmp_path / "jobs.sqlite3")
+    lanes_ran: dict[str, list[str]] = {"writes": [], "generations": []}
+    cli = JobStore(tmp_path / "jobs.sqlite3", lease_s=600)  # a live `vela reindex` and a live `vela ingest`
+    live = cli.create(collection="c", kind=JobKind.REINDEX, payload=[{}], running_in="cli")
+    assert cli.start(live.id, "cli") is not None
+    lost_write = cli.create(collection="w", kind=JobKind.UPSERT, payload=[{"id": "a", "text": "x"}], running_in="cli")
+    lost_reindex = cli.create(collection="g", kind=JobKind.REINDEX, payload=[{}], running_in="cli")
+    for job in (lost_write, lost_reindex):
+        assert cli.start(job.id, "cli") is not None
+
+    q = LaneQueue(jobs, lambda job_id: None)
+    for name in ("writes", "generations"):
+        lane = getattr(q, name)
+        lane._sweep_s = 0.05
+
+        def run(job_id: str, name: str = name) -> None:
+            jobs.start(job_id)
+            jobs.finish(job_id, JobStatus.SUCCEEDED)
+            lanes_ran[name].append(job_id)
+
+        lane._run = run
+    q.start()
+    try:
+        threading.Event().wait(0.3)
+        assert lanes_ran == {"writes": [], "generations": []}  # every lease is live: nothing queued at start
+        with sqlite3.connect(tmp_path / "jobs.sqlite3") as conn:  # the two commands die: their leases lapse
+            conn.execute("UPDATE jobs SET lease_until = 0 WHERE id IN (?, ?)", (lost_write.id, lost_reindex.id))
+        for _ in range(600):
+            if lanes_ran["writes"] and lanes_ran["generations"]:
+                break
+            threading.Event().wait(0.05)
+    finally:
+        q.stop()
+    assert lanes_ran == {"writes": [lost_write.id], "generations": [lost_reindex.id]}
+    assert jobs.get(live.id).status == JobStatus.RUNNING
