@@ -125,7 +125,7 @@ test: lint typecheck redis-server browser strace
 test-slow: $(STAMP) redis-server
 	$(BIN)/pytest -q -m slow
 
-# tests/service/test_schemathesis.py (marker `fuzz`, 4 examples per operation by default), with many more examples.
+# tests/service/test_schemathesis.py (marker `fuzz`, 3 examples per operation by default), with many more examples.
 FUZZ_EXAMPLES ?= 200
 FUZZ_SEED ?= 1
 fuzz: $(STAMP)

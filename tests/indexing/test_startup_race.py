@@ -93,9 +93,9 @@ def _workers_and_api_start_together(tmp_path: Path, embedder: Path, rounds: int,
 
 
 def test_workers_and_api_start_together(tmp_path: Path, tiny_embedder_dir: Path) -> None:
-    # 4 workers and the API in the default suite (five interpreters loading torch at once on 2 cores already race
+    # 3 workers and the API in the default suite (four interpreters loading torch at once on 2 cores already race
     # on every shared file); the slow test below runs 8 workers for 20 rounds.
-    _workers_and_api_start_together(tmp_path, tiny_embedder_dir, rounds=1, n_workers=4)
+    _workers_and_api_start_together(tmp_path, tiny_embedder_dir, rounds=1, n_workers=3)
 
 
 @pytest.mark.slow

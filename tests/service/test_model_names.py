@@ -258,7 +258,10 @@ def traced_server(data_dir: Path, embedder: Path, trace: Path) -> Iterator[httpx
         "TZ": "UTC",
     }
     vela = str(Path(sys.executable).with_name("vela"))
-    command = [STRACE or "strace", "-f", "-qq", "-y", "-s", "512", "-e", "trace=%file", "-o", str(trace)]
+    # --seccomp-bpf: the kernel stops the server only at the traced (file) calls, not at every call: the same trace,
+    # a quicker start-up under strace
+    command = [STRACE or "strace", "-f", "--seccomp-bpf", "-qq", "-y", "-s", "512", "-e", "trace=%file"]
+    command += ["-o", str(trace)]
     proc = subprocess.Popen(
         [*command, vela, "serve", "--port", str(port)],
         env=env,

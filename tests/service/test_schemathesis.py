@@ -16,7 +16,7 @@ import pytest
 
 from tests.service.conftest import running_server, wait_job
 
-EXAMPLES = int(os.environ.get("VELA_FUZZ_EXAMPLES", "4"))
+EXAMPLES = int(os.environ.get("VELA_FUZZ_EXAMPLES", "3"))
 # Two default checks do not fit this API, on purpose:
 # - positive_data_acceptance: some rules span fields and cannot be written in JSON Schema (document ids unique
 #   within a request, k x queries and depth x queries bounded), so a schema-valid request can be a clear 422/413;
