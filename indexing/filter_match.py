@@ -26,6 +26,7 @@ from indexing.filters import (
     parse_datetime,
     typed_key,
 )
+from indexing.metadata_paths import flatten
 from indexing.payload import Payload
 
 
@@ -48,12 +49,17 @@ def _range_value(v: Any, dated: bool) -> float | None:
 
 def matches(node: Node, metadata: Mapping[str, Any], doc_id: str | None = None) -> bool:
     """Whether one document (its metadata, and its id for a has_id) passes the filter."""
+    return _matches(node, flatten(metadata), doc_id)
+
+
+def _matches(node: Node, metadata: Mapping[str, Any], doc_id: str | None) -> bool:
+    """`matches` over metadata flattened already (nested values under their dotted paths too)."""
     if isinstance(node, Bool):
         return (
-            all(matches(n, metadata, doc_id) for n in node.must)
-            and (not node.should or any(matches(n, metadata, doc_id) for n in node.should))
-            and not any(matches(n, metadata, doc_id) for n in node.must_not)
-            and sum(matches(n, metadata, doc_id) for n in node.min_should) >= node.min_count
+            all(_matches(n, metadata, doc_id) for n in node.must)
+            and (not node.should or any(_matches(n, metadata, doc_id) for n in node.should))
+            and not any(_matches(n, metadata, doc_id) for n in node.must_not)
+            and sum(_matches(n, metadata, doc_id) for n in node.min_should) >= node.min_count
         )
     if isinstance(node, HasId):
         return doc_id in node.ids

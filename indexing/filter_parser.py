@@ -25,6 +25,7 @@ from indexing.filters import (
     is_number,
     parse_datetime,
 )
+from indexing.metadata_paths import path_key
 
 CLAUSES = ("must", "should", "must_not", "min_should")
 KEYED = {"exists": Exists, "is_null": IsNull, "is_empty": None}  # is_empty: the must_not of an exists
@@ -110,6 +111,9 @@ class _Parser:
     def key(self, key: Any, path: str) -> str:
         if not isinstance(key, str) or not key or len(key) > 256:
             raise FilterError(path, "expected a field name (a non-empty string of at most 256 characters)")
+        key = path_key(key)  # `a[].b`, Qdrant's spelling of a path through a list, is `a.b`
+        if not key:
+            raise FilterError(path, "expected a field name, not only []")
         if self.schema.strict and key not in self.schema.fields:
             raise FilterError(path, f"unknown field {key!r}: this collection's schema is strict")
         return key

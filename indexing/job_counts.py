@@ -26,8 +26,10 @@ _INDEXING = ", ".join(f"'{k.value}'" for k in INDEXING_KINDS)
 
 # jobs_status_kind makes the count by kind and status a scan of that index alone, never of the rows and their
 # payloads (a queued or failed job keeps its documents in the row).
-# In jobs_count_documents, `done` going down means the job started over (run again after a crash, or retried):
-# what it has done since counts, not the difference.
+# In jobs_count_progress, `done` going down means the job started over (run again after a crash, or retried):
+# what it has done since counts, not the difference. The statement that ends a job is not progress: a job that
+# succeeds is shown done in full (indexing/job_endings.py), which indexed nothing more. (jobs_count_documents was
+# its name before it left that statement out.)
 SCHEMA = f"""
 CREATE INDEX IF NOT EXISTS jobs_status_kind ON jobs(status, kind);
 CREATE TABLE IF NOT EXISTS jobs_finished (
@@ -46,8 +48,9 @@ BEGIN
     INSERT INTO jobs_finished (kind, status, n) VALUES (NEW.kind, NEW.status, 1)
     ON CONFLICT (kind, status) DO UPDATE SET n = n + 1;
 END;
-CREATE TRIGGER IF NOT EXISTS jobs_count_documents AFTER UPDATE OF done ON jobs
-WHEN NEW.kind IN ({_INDEXING}) AND NEW.done != OLD.done AND NEW.done > 0
+DROP TRIGGER IF EXISTS jobs_count_documents;
+CREATE TRIGGER IF NOT EXISTS jobs_count_progress AFTER UPDATE OF done ON jobs
+WHEN NEW.kind IN ({_INDEXING}) AND NEW.done != OLD.done AND NEW.done > 0 AND NEW.status = OLD.status
 BEGIN
     INSERT INTO documents_indexed (kind, n)
     VALUES (NEW.kind, CASE WHEN NEW.done > OLD.done THEN NEW.done - OLD.done ELSE NEW.done END)

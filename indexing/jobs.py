@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from indexing import job_counts
+from indexing import job_endings as endings
 from indexing import job_lookups as lookups
 from indexing.job_counts import JobCounts
 from indexing.job_leases import JobLeases
@@ -256,68 +257,30 @@ class JobStore:
         already. An ended job's status is final: a second run of it (one entry delivered twice, a takeover while
         its worker still ran) ending later, and failing where the first succeeded, changes nothing. Only
         `requeue` (POST /jobs/{id}/retry) takes a failed job back, to queued."""
-        # The payload is dropped once the job is over (the documents now live in the collection), except
-        # when it failed: a failed job (a full disk, say) can be run again with `requeue`.
-        keep = "payload" if status == JobStatus.FAILED else "NULL"
-        new_result = "result" if result is None else "?"
-        values = () if result is None else (json.dumps(result),)
-        cur = self._conn().execute(
-            f"UPDATE jobs SET status = ?, error = ?, finished_at = ?, payload = {keep}, result = {new_result} "
-            "WHERE id = ? AND status IN (?, ?)",
-            (
-                status.value,
-                without_paths(error),
-                time.time(),
-                *values,
-                job_id,
-                *UNFINISHED,
-            ),
-        )
-        if cur.rowcount == 1:  # a dropped payload's pages, or a kept one's old copy (an update rewrites the row)
+        ended = endings.finish(self._conn(), job_id, status, without_paths(error), result)
+        if ended:  # a dropped payload's pages, or a kept one's old copy (an update rewrites the row)
             self.give_back_space()
-        return cur.rowcount == 1
+        return ended
 
     def fail_if_queued(self, job_id: str, error: str) -> bool:
         """Fail a job that no worker has started, in one statement; False when one has (or it has ended)."""
-        cur = self._conn().execute(
-            "UPDATE jobs SET status = ?, error = ?, finished_at = ? WHERE id = ? AND status = ?",
-            (JobStatus.FAILED.value, without_paths(error), time.time(), job_id, JobStatus.QUEUED.value),
-        )
-        return cur.rowcount == 1
+        return endings.fail_if_queued(self._conn(), job_id, without_paths(error))
 
     def requeue(self, job_id: str) -> Job:
         """Queue a failed job again; JobNotRetryable unless it failed. Its error and start time are cleared (a
         queued job has neither: the earlier run's error is in the server's log), its attempts counted on."""
         if self.admit is not None and self.get(job_id).status == JobStatus.FAILED:
             self.admit()
-        cur = self._conn().execute(
-            "UPDATE jobs SET status = ?, done = 0, started_at = NULL, finished_at = NULL, cancel_requested = 0, "
-            "error = NULL "
-            "WHERE id = ? AND status = ?",
-            (JobStatus.QUEUED.value, job_id, JobStatus.FAILED.value),
-        )
+        requeued = endings.requeue(self._conn(), job_id)
         job = self.get(job_id)
-        if cur.rowcount == 0:
+        if not requeued:
             raise JobNotRetryable(f"job {job_id!r} is {job.status.value}: only a failed job can be retried")
         return job
 
     def request_cancel(self, job_id: str) -> Job:
         """Queued jobs are cancelled at once; running ones stop at their next batch."""
-        conn = self._conn()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            job = self.get(job_id)
-            if job.status == JobStatus.QUEUED:
-                conn.execute(
-                    "UPDATE jobs SET status = ?, finished_at = ?, payload = NULL, cancel_requested = 1 WHERE id = ?",
-                    (JobStatus.CANCELLED.value, time.time(), job_id),
-                )
-            elif job.status == JobStatus.RUNNING:
-                conn.execute("UPDATE jobs SET cancel_requested = 1 WHERE id = ?", (job_id,))
-            conn.execute("COMMIT")
-        except BaseException:
-            rollback(conn)
-            raise
+        if not endings.request_cancel(self._conn(), job_id):
+            raise JobNotFound(job_id)
         self.give_back_space()
         return self.get(job_id)
 
@@ -331,17 +294,10 @@ class JobStore:
         return bool(row and row[0])
 
     def cancel_collection(self, collection: str) -> None:
-        """A deleted collection's pending jobs are cancelled."""
-        self._conn().execute(
-            "UPDATE jobs SET cancel_requested = 1, status = CASE WHEN status = ? THEN ? ELSE status END "
-            "WHERE collection = ? AND status IN (?, ?)",
-            (
-                JobStatus.QUEUED.value,
-                JobStatus.CANCELLED.value,
-                collection,
-                *UNFINISHED,
-            ),
-        )
+        """A deleted collection's pending jobs are cancelled: queued ones end now (as `request_cancel` ends them),
+        running ones at their next batch."""
+        endings.cancel_collection(self._conn(), collection)
+        self.give_back_space()
 
 
 def end_job(

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from indexing.filters import is_number, parse_datetime
+from indexing.metadata_paths import flatten
 
 _FLOAT_MAX = int(sys.float_info.max)
 
@@ -20,10 +21,11 @@ class SchemaMismatch(ValueError):
 
 
 def value_fits(value: Any, kind: str) -> bool:
-    """Whether a metadata value suits a declared field: a value of its type, a list of them, or null."""
+    """Whether a metadata value suits a declared field: a value of its type, a list of them, or null. A list may
+    hold nulls among its values (`["a", null]`), as an undeclared field's may: they are no value, as a null is."""
     if value is None:
         return True
-    items = value if isinstance(value, list) else [value]
+    items = [v for v in value if v is not None] if isinstance(value, list) else [value]
     if kind == "keyword":
         return all(isinstance(v, str) for v in items)
     if kind == "integer":
@@ -41,7 +43,7 @@ def _misfit_at(fields: Mapping[str, str], documents: Sequence[Mapping[str, Any]]
     """The first document holding a declared field's value not of its type, and what is wrong ("metadata.year:
     ..."); None when every one fits."""
     for i, d in enumerate(documents):
-        md = d.get("metadata") or {}
+        md = flatten(d.get("metadata") or {})  # a declared field may be nested: `author.name`
         for key, kind in fields.items():
             if key in md and not value_fits(md[key], kind):
                 what = "integer (64-bit: -2**63 to 2**63 - 1)" if kind == "integer" else kind

@@ -3,9 +3,10 @@
 `metadata.jsonl` holds one line per row, the document's metadata as the doc store keeps it (rows of one
 document repeat it). The typed columns of the collection's declared fields are built from it when a
 segment is loaded for a manifest that declares them (off the request path) and kept with the segment, so
-a filter on a declared field is a few numpy operations. A filter on an undeclared field is numpy work too,
-over that field's values split by type (indexing/loose_column.py). Those columns are built with the segment's
-load as well, for the undeclared fields its documents hold (the MAX_PREBUILT held by most documents, as
+a filter on a declared field is a few numpy operations. Fields nested in objects are named by their dotted
+paths (`author.name`), as the flat view of indexing/metadata_paths.py holds them. A filter on an undeclared field
+is numpy work too, over that field's values split by type (indexing/loose_column.py). Those columns are built with
+the segment's load as well, for the undeclared fields its documents hold (the MAX_PREBUILT held by most documents, as
 Elasticsearch's dynamic mapping indexes every field it meets), so a filter finds them ready; the column of a
 further field is made the first time a filter names it in this segment, and kept. Every condition checks the
 request's deadline (indexing/deadline.py) first.
@@ -26,6 +27,7 @@ from indexing import deadline
 from indexing.column_compare import compare
 from indexing.filters import RANGE_OPS, Bool, Exists, HasId, IsNull, Match, Node, Range, ValuesCount, parse_datetime
 from indexing.loose_column import LooseColumn
+from indexing.metadata_paths import flatten
 
 FILE = "metadata.jsonl"
 # Undeclared fields whose columns a segment's load builds: with 2 bool arrays of its entries each, 64 fields cost
@@ -106,15 +108,16 @@ class Payload:
         # The distinct metadata (rows of one document share one dict), each row's entry, and the fields they hold:
         # an undeclared field's column is over entries, not rows, and only a field some entry holds gets one.
         entry_of: dict[int, int] = {}
-        self.entries: list[dict[str, Any]] = []
+        self.entries: list[Mapping[str, Any]] = []
         row_entry = np.empty(len(metadata), np.int64)
         for r, md in enumerate(metadata):
             e = entry_of.get(id(md))
             if e is None:
                 e = entry_of[id(md)] = len(self.entries)
-                self.entries.append(md)
+                self.entries.append(flatten(md))  # nested values under their dotted paths too (metadata_paths.py)
             row_entry[r] = e
         self.row_entry = row_entry
+        self.flat_rows = [self.entries[e] for e in row_entry.tolist()]  # each row's entry: what columns read
         self.keys = frozenset(k for md in self.entries for k in md)
         # Undeclared fields' columns: built by index_undeclared, or by the first filter that names a further one.
         self.loose: dict[str, LooseColumn] = {}
@@ -151,7 +154,7 @@ class Payload:
         """Build the columns of the declared fields not built yet (a segment is shared by views)."""
         for key, kind in fields.items():
             if (key, kind) not in self.columns:
-                self.columns[(key, kind)] = Column.build(self.metadata, key, kind)
+                self.columns[(key, kind)] = Column.build(self.flat_rows, key, kind)
 
     def index_undeclared(self, declared: Mapping[str, str]) -> None:
         """Build the columns of the undeclared fields the documents hold (at most MAX_PREBUILT, those held by

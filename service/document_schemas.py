@@ -103,7 +103,9 @@ class DeleteDocumentsRequest(UnicodeBody):
     @model_validator(mode="after")
     def _one_of(self) -> DeleteDocumentsRequest:
         no_filter = self.filter is None or self.filter == {}  # any other value is a filter, parsed (and refused) later
-        if (self.ids is None) == no_filter or {"ids", "filter"} & self.model_fields_set - self._given():
+        if self.ids is not None and not no_filter:
+            raise ValueError("give ids or a filter, not both: send two requests to delete both sets")
+        if self.ids is None and no_filter or {"ids", "filter"} & self.model_fields_set - self._given():
             raise ValueError("give either ids or a non-empty filter (not null)")
         return self
 

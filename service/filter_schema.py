@@ -7,7 +7,12 @@ from typing import Annotated, Any
 
 from pydantic import Field, WithJsonSchema
 
-_KEY = {"type": "string", "minLength": 1, "maxLength": 256, "description": "a top-level metadata field"}
+_KEY = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 256,
+    "description": "a metadata field; a nested one by its dotted path (`author.name`, `refs[].year`)",
+}
 _SCALAR = {"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "number"}, {"type": "boolean"}]}
 _BOUND = {"anyOf": [{"type": "number"}, {"type": "string", "format": "date-time"}]}
 _KEYED = {"type": "object", "properties": {"key": _KEY}, "required": ["key"]}

@@ -121,6 +121,14 @@ def document_size(doc: DocumentRecord, *, passages: bool) -> int:
     return full + size + len(spans) * span + digits + max(len(spans) - 1, 0)
 
 
+def get_documents_size(document_sizes: Sequence[int], missing: Sequence[str]) -> int:
+    """Bytes of a read-many body, `{"documents":[...],"not_found":[...]}`, from its documents' sizes
+    (document_size) and the ids not found: exact, as document_size is."""
+    lists = sum(document_sizes) + sum(json_size(m) for m in missing)
+    commas = max(len(document_sizes) - 1, 0) + max(len(missing) - 1, 0)
+    return len('{"documents":[],"not_found":[]}') + lists + commas
+
+
 def scroll_page_size(document_sizes: Sequence[int], next_cursor: str | None) -> int:
     """Bytes of a scroll page's body, from its documents' sizes (document_size) and its cursor."""
     _, _, _, page = _document_skeletons()

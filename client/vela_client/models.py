@@ -201,6 +201,9 @@ class Limits(_Response):
     max_shards: int | None = None
     shards: int | None = None
     max_highlight_hits: int | None = None  # None: a server from before the limit
+    max_aliases: int | None = None  # these three too
+    max_filter_ids: int | None = None
+    max_get_documents: int | None = None
 
 
 class Alias(_Response):

@@ -34,7 +34,9 @@ def test_each_ending_counts_once_by_kind_and_status(tmp_path: Path) -> None:
         ("patch", "failed"): 1,
         ("upsert", "cancelled"): 1,
     }
-    assert jobs.get(queued.id).status == JobStatus.CANCELLED
+    assert jobs.get(queued.id).status == JobStatus.CANCELLED and jobs.get(queued.id).finished_at is not None
+    assert jobs.payload(queued.id) == []  # a cancelled job's documents are dropped, as a cancel drops them
+    assert jobs.cancel_requested(running.id) and jobs.get(running.id).finished_at is None
     assert counts.by_status[("upsert", "running")] == 1
     assert counts.by_status[("upsert", "succeeded")] == 1
     assert counts.by_status[("reindex", "queued")] == 0  # every kind and status, 0 where none
@@ -65,6 +67,8 @@ def test_documents_indexed_follow_progress_and_count_a_restart_again(tmp_path: P
     assert jobs.counts().documents == {"upsert": 6 + 10, "reindex": 0}
     reindex = jobs.create(collection="c", kind=JobKind.REINDEX, payload=[{}])
     jobs.progress(reindex.id, 5, 7)
+    jobs.finish(reindex.id, JobStatus.SUCCEEDED)  # shown done in full (7 of 7), which indexed nothing more
+    assert (jobs.get(reindex.id).done, jobs.get(reindex.id).total) == (7, 7)
     deleted = jobs.create(collection="c", kind=JobKind.DELETE, payload=["a", "b"])
     jobs.progress(deleted.id, 2, 2)  # documents removed, not indexed
     assert jobs.counts().documents == {"upsert": 16, "reindex": 5}
@@ -77,7 +81,7 @@ def test_a_store_from_before_the_totals_gets_them_from_zero(tmp_path: Path) -> N
     jobs.finish(old.id, JobStatus.SUCCEEDED)
     with sqlite3.connect(path) as conn:  # as an older version left it: no totals, no triggers
         conn.executescript(
-            "DROP TRIGGER jobs_count_finished; DROP TRIGGER jobs_count_documents; "
+            "DROP TRIGGER jobs_count_finished; DROP TRIGGER jobs_count_progress; "
             "DROP TABLE jobs_finished; DROP TABLE documents_indexed;"
         )
     jobs = JobStore(path)

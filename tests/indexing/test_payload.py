@@ -77,6 +77,27 @@ def test_the_whole_int64_range_is_an_integer_value() -> None:
     assert _rows(p, {"exists": {"key": "year"}}, fields) == [0, 1, 2]
 
 
+def test_a_declared_fields_list_may_hold_nulls_among_its_values() -> None:
+    from indexing.filter_match import matches
+    from indexing.metadata_fit import value_fits
+
+    assert value_fits(["x", None], "keyword") and value_fits([None], "keyword") and value_fits([None, 3], "integer")
+    assert not value_fits(["x", 3], "keyword") and not value_fits([None, "3"], "integer")
+    fields = {"tag": "keyword"}
+    rows: list[dict[str, object]] = [{"tag": [None, "x"]}, {"tag": [None]}, {"tag": "x"}, {"tag": None}, {}]
+    p = _payload(fields, rows)
+    for raw in (
+        {"key": "tag", "match": {"value": "x"}},
+        {"exists": {"key": "tag"}},
+        {"is_empty": {"key": "tag"}},
+        {"key": "tag", "values_count": {"gte": 1}},
+        {"key": "tag", "match": {"except": ["y"]}},
+    ):
+        node = parse_filter(raw, Schema(fields))
+        assert node is not None
+        assert _rows(p, raw, fields) == [i for i, md in enumerate(rows) if matches(node, md)], raw
+
+
 BOUNDS: list[float] = [
     *(0, 1, 3, 2**53 - 1, 2**53, 2**53 + 1, 2**62 + 1, 2**63 - 1, 2**63, 2**63 + 1, 2**64, 10**308, 2**1024, HUGE),
     *(-(2**53) - 1, -(2**63), -(2**63) - 1, -(10**308), -HUGE),

@@ -14,8 +14,14 @@ import pytest
 import service.api.routes.documents as document_routes
 from indexing.docstore import DocumentRecord
 from service.document_api import encode_cursor
-from service.document_schemas import DocumentOut, PassageSpan, ScrollResponse, StoredDocumentOut
-from service.limits import document_size, scroll_page_size
+from service.document_schemas import (
+    DocumentOut,
+    GetDocumentsResponse,
+    PassageSpan,
+    ScrollResponse,
+    StoredDocumentOut,
+)
+from service.limits import document_size, get_documents_size, scroll_page_size
 from tests.service.conftest import running_app
 from tests.service.document_helpers import index, scroll_all
 
@@ -63,6 +69,30 @@ def test_a_scroll_pages_measured_size_is_its_body_in_bytes(cursor: str | None, n
     )
     sizes = [document_size(d, passages=False) for d in docs]
     assert scroll_page_size(sizes, cursor) == len(page.__pydantic_serializer__.to_json(page))
+
+
+@pytest.mark.parametrize("missing", [[], ["gone"], ['a "quoted" é 日本', "x"]])
+@pytest.mark.parametrize("passages", [False, True])
+@pytest.mark.parametrize("n", [0, 1, 4])
+def test_a_read_many_bodys_measured_size_is_its_body_in_bytes(n: int, passages: bool, missing: list[str]) -> None:
+    docs = _records()[:n]
+    out = GetDocumentsResponse(
+        documents=[
+            DocumentOut(
+                id=d.doc_id,
+                title=d.title,
+                text=d.text,
+                metadata=d.metadata,
+                passages=[PassageSpan(id=p, index=i, start=a, end=b) for p, i, a, b in d.passages or []],
+            )
+            if passages
+            else StoredDocumentOut(id=d.doc_id, title=d.title, text=d.text, metadata=d.metadata)
+            for d in docs
+        ],
+        not_found=missing,
+    )
+    sizes = [document_size(d, passages=passages) for d in docs]
+    assert get_documents_size(sizes, missing) == len(out.__pydantic_serializer__.to_json(out))
 
 
 @pytest.fixture(scope="module")

@@ -72,6 +72,8 @@ def test_delete_through_an_alias_and_its_refusals(server: Server) -> None:
     ]:
         r = client.post(path, json=body)
         assert r.status_code == 422 and r.json()["error"]["code"] == code, (body, r.text)
+        both = body.get("ids") is not None and body.get("filter")
+        assert ("not both" in r.text) == bool(both), (body, r.text)  # the message says what was wrong
     job = run_job(client, client.post(path, json={"ids": ["no-such-a", "no-such-b"] * 5001}))  # repeats count once
     assert (job["total"], job["result"]) == (2, {"deleted": 0})
     r = client.post("/collections/no-such/delete", json={"ids": ["a"]})

@@ -188,3 +188,46 @@ def test_index_refuses_metadata_of_the_wrong_type(client: httpx.Client) -> None:
     other = {"fields": {"tenant": "integer"}, "strict": False}
     r = client.post("/index", json={"collection": "one", "documents": [{"id": "x", "text": "t"}], "schema": other})
     assert r.status_code == 409, r.text
+
+
+def _nested_docs() -> list[dict[str, Any]]:
+    return [
+        {
+            "id": f"n{i}",
+            "text": f"Paper {i} on {TOPICS[i % 4]}",
+            "metadata": {
+                "author": {"name": ["Ada", "Alan", "Grace"][i % 3], "born": 1800 + 10 * i},
+                "refs": [{"year": 2000 + i}, {"year": 1990 + i % 5}],
+            },
+        }
+        for i in range(12)
+    ]
+
+
+@pytest.mark.parametrize("shards", [1, 3])
+def test_nested_fields_are_filtered_and_faceted_by_their_dotted_paths(client: httpx.Client, shards: int) -> None:
+    name = f"nested-{shards}"
+    schema = {"fields": {"author.name": "keyword", "author.born": "integer"}}
+    r = client.post(
+        "/index", json={"collection": name, "documents": _nested_docs(), "schema": schema, "shards": shards}
+    )
+    assert wait_job(client, r.json()["job_id"])["status"] == "succeeded"
+    flt = {"must": [{"key": "author.name", "match": {"value": "Ada"}}, {"key": "refs[].year", "range": {"gte": 2005}}]}
+    want = ["n6", "n9"]  # Ada: 0, 3, 6, 9; a reference from 2005 on: 5 and later
+    for mode in ("dense", "bm25", "hybrid"):
+        hits = client.post("/search", json={"collection": name, "query": "paper", "mode": mode, "k": 20, "filter": flt})
+        assert hits.status_code == 200, hits.text
+        assert {h["id"] for h in hits.json()["hits"]} <= set(want), mode
+    assert client.post(f"/collections/{name}/count", json={"filter": flt}).json()["count"] == 2
+    facet = client.post(
+        f"/collections/{name}/facet",
+        json={"key": "author.name", "filter": {"key": "author.born", "range": {"lt": 1850}}},
+    )
+    assert facet.status_code == 200, facet.text
+    assert {h["value"]: h["count"] for h in facet.json()["hits"]} == {"Ada": 2, "Alan": 2, "Grace": 1}
+    bad = {"documents": [{"id": "x", "text": "t", "metadata": {"author": {"born": "long ago"}}}], "collection": name}
+    r = client.post("/index", json=bad)
+    assert r.status_code == 422 and "metadata.author.born" in r.json()["error"]["message"], r.text
+    r = client.post(f"/collections/{name}/delete", json={"filter": {"key": "refs.year", "match": {"value": 1990}}})
+    assert wait_job(client, r.json()["job_id"])["result"]["deleted"] == 3  # 0, 5, 10
+    assert client.post(f"/collections/{name}/count", json={}).json()["count"] == 9

@@ -30,6 +30,7 @@ def test_limits_are_the_settings_in_force_behind_the_key(tmp_path: Path, tiny_em
         "max_batch_documents": 7,
         "max_batch_queries": 9,
         "max_metadata_values": 500,
+        "max_aliases": 3,
     }
     with running_app(tmp_path, **settings) as (client, _):
         assert client.get("/limits").status_code == 401
@@ -39,6 +40,7 @@ def test_limits_are_the_settings_in_force_behind_the_key(tmp_path: Path, tiny_em
         assert (limits["max_document_bytes"], limits["max_batch_queries"]) == (1_000_000, 9)
         assert limits["max_request_bytes"] == 256 * 1024 * 1024
         assert (limits["max_metadata_keys"], limits["max_metadata_values"]) == (1000, 500)
+        assert (limits["max_aliases"], limits["max_filter_ids"], limits["max_get_documents"]) == (3, 10_000, 1000)
 
         headers = {"Content-Type": "application/json"}
         over = client.post("/index", content=_index_body(limits["max_json_bytes"] + 1), headers=headers)

@@ -49,7 +49,7 @@ from service.document_schemas import (
 )
 from service.documents import BatchTooLarge, InvalidMetadata
 from service.errors import ApiError, parse_request_filter, shown
-from service.limits import check_response_size, document_size
+from service.limits import check_response_size, document_size, get_documents_size
 from service.schemas import ErrorResponse, JobAccepted, SchemaUpdate, lone_surrogate_at
 from service.state import AppState
 
@@ -179,7 +179,7 @@ def read_documents(name: str, body: GetDocumentsRequest, state: State) -> Respon
     coll = _collection(state, name)
     docs, missing = get_documents(coll=coll, ids=body.ids, passages=body.passages)
     advice = "ask for fewer documents at a time, or raise the limit"
-    size = sum(document_size(d, passages=body.passages) for d in docs) + sum(len(m) + 4 for m in missing) + 64
+    size = get_documents_size([document_size(d, passages=body.passages) for d in docs], missing)
     check_response_size(state.settings, size, advice=advice)
     out = GetDocumentsResponse(documents=[_full(d) if body.passages else _stored(d) for d in docs], not_found=missing)
     return _bounded(state, out.__pydantic_serializer__.to_json(out), advice=advice)

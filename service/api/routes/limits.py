@@ -6,9 +6,11 @@ from __future__ import annotations
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
+from indexing.filters import MAX_IDS
 from indexing.shard_budget import MAX_SHARDS_PER_COLLECTION
 from service.api.json_body import JsonRoute
 from service.deps import State
+from service.document_schemas import MAX_GET_IDS
 
 router = APIRouter(tags=["limits"], route_class=JsonRoute)
 
@@ -49,6 +51,11 @@ class LimitsOut(BaseModel):
         "holds fewer); a new collection past it is a 409 limit_exceeded",
     )
     shards: int = Field(..., description="shards the collections hold now (a one-shard collection counts one)")
+    max_aliases: int = Field(
+        ..., description="most aliases of the server; a new one past it is a 409 (VELA_MAX_ALIASES)"
+    )
+    max_filter_ids: int = Field(..., description="most ids in all the has_id conditions of one filter")
+    max_get_documents: int = Field(..., description="most ids in one read of many documents by id")
 
 
 @router.get("/limits", response_model=LimitsOut)
@@ -75,4 +82,7 @@ def get_limits(state: State) -> LimitsOut:
         max_shards_per_collection=MAX_SHARDS_PER_COLLECTION,
         max_shards=cap.limit if cap is not None else s.max_shards,
         shards=state.collections.shards_held(),
+        max_aliases=s.max_aliases,
+        max_filter_ids=MAX_IDS,
+        max_get_documents=MAX_GET_IDS,
     )

@@ -1,0 +1,64 @@
+"""Nested metadata as filters, facets and declared fields see it: every value inside an object is also held under its
+dotted path, so that `{"key": "author.name", ...}` reaches `{"author": {"name": "Ada"}}`.
+
+The rules are those of Qdrant's nested keys and of Elasticsearch's object fields:
+- an object's fields are named by their path: `{"a": {"b": 1}}` holds `a.b` = 1 (and `a`, the object itself);
+- a list of objects holds each object's values under one path, flattened: `{"a": [{"b": 1}, {"b": [2, 3]}]}`
+  holds `a.b` = [1, 2, 3] (Qdrant writes that path `a[].b`; filters take both spellings, see `path_key`);
+- a key that itself holds a dot (`{"a.b": 4}`) is the same path: its values and the nested ones count together.
+
+The flat view is made once per distinct metadata when a segment is loaded (indexing/payload.py) or a document is
+checked against a filter; metadata without objects is returned as it is, at the cost of one look at its values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+def _nested(value: Any) -> bool:
+    return isinstance(value, dict) or (isinstance(value, list) and any(isinstance(x, dict) for x in value))
+
+
+def _walk(value: Any, prefix: str, found: dict[str, list[Any]]) -> None:
+    """Collect, under each dotted path below `prefix`, the values found there (one per object that holds it)."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            path = f"{prefix}.{k}"
+            found.setdefault(path, []).append(v)
+            if _nested(v):
+                _walk(v, path, found)
+    else:  # a list: its objects, each under the same path (its scalars belong to the list's own path)
+        for x in value:
+            if isinstance(x, dict):
+                _walk(x, prefix, found)
+
+
+def _joined(values: list[Any]) -> Any:
+    """One path's values as one metadata value: the value itself when one object held it, else one flat list."""
+    if len(values) == 1:
+        return values[0]
+    out: list[Any] = []
+    for v in values:
+        out.extend(v if isinstance(v, list) else [v])
+    return out
+
+
+def flatten(metadata: Mapping[str, Any]) -> Mapping[str, Any]:
+    """`metadata` with every nested value also under its dotted path; `metadata` itself when nothing is nested."""
+    if not any(_nested(v) for v in metadata.values()):
+        return metadata
+    found: dict[str, list[Any]] = {}
+    for k, v in metadata.items():
+        if _nested(v):
+            _walk(v, k, found)
+    out = dict(metadata)
+    for path, values in found.items():
+        out[path] = _joined([metadata[path], *values] if path in metadata else values)
+    return out
+
+
+def path_key(key: str) -> str:
+    """A filter's field name with Qdrant's array marks taken out: `a[].b` is `a.b`, `tags[]` is `tags`."""
+    return key.replace("[]", "") if "[]" in key else key
