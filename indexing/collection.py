@@ -89,8 +89,14 @@ class Collection:
         return [(str(s.segments_dir), f"{s.segments_dir}{key}") for s in self.shard_list]
 
     def doc_numbers(self, ids: Sequence[str]) -> list[dict[str, int]]:
-        """Per shard, the document number of each of `ids` it holds (a filter's has_id, indexing/engine.py)."""
-        return [s.docstore.doc_numbers(ids) for s in self.shard_list]
+        """Per shard, the document number of each of `ids` it holds (a filter's has_id, indexing/engine.py): each id
+        is looked up in the one shard that holds it, and a shard none of them belongs to is not asked."""
+        wanted: dict[int, list[str]] = {id(s.docstore): [] for s in self.shard_list}
+        for store, group in self.by_store(ids):
+            wanted[id(store)] = group
+        return [
+            s.docstore.doc_numbers(wanted[id(s.docstore)]) if wanted[id(s.docstore)] else {} for s in self.shard_list
+        ]
 
     def read_versions(self) -> list[int]:
         """The manifest versions published for searching, read from disk."""

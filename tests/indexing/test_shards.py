@@ -79,6 +79,22 @@ def test_sharded_ingest_routes_by_hash_and_numbers_passages_like_one_store(pair)
     assert three.stats()["documents"] == 38
 
 
+def test_document_numbers_are_looked_up_in_the_shard_of_each_id_alone(pair, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    store, jobs, settings = pair
+    three = store.create(replace(settings, name="three", shards=3))
+    _ingest(store, jobs, "three", DOCS)
+    assert isinstance(three, ShardedCollection)
+    asked: list[list[str]] = []
+    for shard in three.shards:
+        real = shard.docstore.doc_numbers
+        monkeypatch.setattr(shard.docstore, "doc_numbers", lambda ids, real=real: asked.append(list(ids)) or real(ids))
+    wanted = [d for d in ("d1", "d2", "d5", "absent") if shard_of(d, 3) != shard_of("d7", 3)][:2]
+    numbers = three.doc_numbers(wanted)
+    assert [set(n) for n in numbers] == [{d for d in wanted if shard_of(d, 3) == i} for i in range(3)]
+    assert len(asked) == len({shard_of(d, 3) for d in wanted}) and all(asked)  # the other shards were not asked
+    assert sorted(d for ids in asked for d in ids) == sorted(wanted)
+
+
 def test_a_failed_commit_leaves_the_published_set_in_force(pair, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     store, jobs, settings = pair
     three = store.create(replace(settings, name="three", shards=3))
