@@ -62,3 +62,50 @@ def flatten(metadata: Mapping[str, Any]) -> Mapping[str, Any]:
 def path_key(key: str) -> str:
     """A filter's field name with Qdrant's array marks taken out: `a[].b` is `a.b`, `tags[]` is `tags`."""
     return key.replace("[]", "") if "[]" in key else key
+
+
+_LEAF: dict[str, Any] = {}  # in a projection's tree: keep the whole value here
+
+
+def project(metadata: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    """The metadata cut to `keys`, nested ones kept in their place: `("author.name",)` keeps `{"author": {"name":
+    ...}}` (of every object, through a list of them), as Qdrant's `with_payload` does. A key the metadata holds as it
+    is (`a.b` at the top level) is kept as it is, too."""
+    tree: dict[str, Any] = {}
+    out: dict[str, Any] = {}
+    for key in keys:
+        if key in metadata:
+            out[key] = metadata[key]
+        parts = path_key(key).split(".")
+        if len(parts) < 2 or not all(parts):
+            continue
+        node = tree
+        for part in parts[:-1]:
+            if node.get(part) is _LEAF:
+                break  # a shorter path keeps the whole value already
+            node = node.setdefault(part, {})
+        else:
+            node[parts[-1]] = _LEAF
+    for top, sub in tree.items():
+        if top in metadata and top not in out:
+            kept = _cut(metadata[top], sub)
+            if kept is not _MISSING:
+                out[top] = kept
+    return out
+
+
+_MISSING = object()
+
+
+def _cut(value: Any, tree: dict[str, Any]) -> Any:
+    if tree is _LEAF:
+        return value
+    if isinstance(value, dict):
+        kept = {k: _cut(value[k], sub) for k, sub in tree.items() if k in value}
+        kept = {k: v for k, v in kept.items() if v is not _MISSING}
+        return kept if kept else _MISSING
+    if isinstance(value, list):
+        items = [_cut(x, tree) for x in value if isinstance(x, dict)]
+        items = [x for x in items if x is not _MISSING]
+        return items if items else _MISSING
+    return _MISSING

@@ -17,6 +17,7 @@ from indexing.engine import LOCAL_FANOUT, Fanout
 from indexing.engine import search as engine_search
 from indexing.filters import Node
 from indexing.fusion import fusion_in_force
+from indexing.metadata_paths import project
 from indexing.ranking import RUNS, Dim, Fused, Mode, RankRequest
 from service import timing
 from service.batching import MicroBatcher, QueryEncoder
@@ -213,7 +214,7 @@ def projected(
             return {}
         out = cut.get(id(md))
         if out is None:
-            out = cut[id(md)] = {k: md[k] for k in keys if k in md}
+            out = cut[id(md)] = project(md, keys)
         return out
 
     return [

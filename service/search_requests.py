@@ -74,7 +74,9 @@ class HitParts(UnicodeBody):
 
     with_text: bool = Field(True, description="each hit's passage `text`; false: `text` is empty (a smaller answer)")
     with_metadata: bool | MetadataKeys = Field(
-        True, description="each hit's `metadata`: all of it (true), none (false: `{}`), or only these top-level keys"
+        True,
+        description="each hit's `metadata`: all of it (true), none (false: `{}`), or only these keys (a nested one "
+        "by its dotted path, kept in its place)",
     )
 
 

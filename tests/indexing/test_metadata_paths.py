@@ -15,7 +15,7 @@ from indexing.filter_match import each_matches, matches
 from indexing.filter_parser import parse_filter
 from indexing.filters import FilterError, Schema
 from indexing.metadata_fit import first_misfit
-from indexing.metadata_paths import flatten, path_key
+from indexing.metadata_paths import flatten, path_key, project
 from indexing.payload import Payload
 
 
@@ -29,6 +29,15 @@ def test_the_flat_view_names_nested_values_by_their_paths() -> None:
     plain = {"x": 1, "y": [1, "a"]}
     assert flatten(plain) is plain  # nothing nested: no copy
     assert path_key("a[].b") == "a.b" and path_key("tags[]") == "tags" and path_key("a.b") == "a.b"
+
+
+def test_a_projection_keeps_nested_keys_in_their_place() -> None:
+    md = {"a": {"b": 1, "c": {"d": 2, "e": 3}}, "refs": [{"y": 1, "z": 0}, {"z": 2}, "x"], "a.b": 9, "t": 4}
+    assert project(md, ("a.c.d", "t")) == {"a": {"c": {"d": 2}}, "t": 4}
+    assert project(md, ("a.c.d", "a.b")) == {"a.b": 9, "a": {"b": 1, "c": {"d": 2}}}  # the dotted key as it is too
+    assert project(md, ("a.c", "a.c.e")) == {"a": {"c": {"d": 2, "e": 3}}}  # the shorter path keeps the whole
+    assert project(md, ("refs[].y",)) == {"refs": [{"y": 1}]}  # objects without it are left out
+    assert project(md, ("t.x", "absent.b", "a.zz")) == {}  # a path through a value, or to nothing, keeps nothing
 
 
 ROWS: list[dict[str, Any]] = [

@@ -17,7 +17,11 @@ from tests.service.conftest import running_server, wait_job
 def client(tmp_path_factory: pytest.TempPathFactory, tiny_embedder_dir: Path) -> Iterator[httpx.Client]:
     with running_server(tmp_path_factory.mktemp("projection"), embedder=str(tiny_embedder_dir)) as c:
         docs = [
-            {"id": f"d{i}", "text": f"tides and the moon, note {i}", "metadata": {"tenant": f"t{i % 2}", "n": i}}
+            {
+                "id": f"d{i}",
+                "text": f"tides and the moon, note {i}",
+                "metadata": {"tenant": f"t{i % 2}", "n": i, "author": {"name": f"a{i}", "born": 1900 + i}},
+            }
             for i in range(6)
         ]
         r = c.post("/index", json={"collection": "p", "documents": docs})
@@ -40,6 +44,10 @@ def test_left_out_parts_are_empty_and_the_ranking_is_the_same(client: httpx.Clie
     assert [h["highlights"] for h in bare] == [h["highlights"] for h in full]  # offsets into the text left out
     assert [h["metadata"] for h in some] == [{"n": h["metadata"]["n"]} for h in full]
     assert all(h["text"] for h in some)
+    nested = _hits(client, with_metadata=["author.name", "n"])  # a nested key, kept in its place
+    assert [h["metadata"] for h in nested] == [
+        {"n": h["metadata"]["n"], "author": {"name": h["metadata"]["author"]["name"]}} for h in full
+    ]
     batch = client.post("/search/batch", json={"collection": "p", "queries": ["moon", "tides"], "with_text": False})
     assert batch.status_code == 200 and all(h["text"] == "" for r in batch.json()["results"] for h in r["hits"])
 
