@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import heapq
 import json
-import shutil
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -31,11 +30,11 @@ from indexing.collection_settings import (  # noqa: F401  (re-exported: the coll
     validate_name,
 )
 from indexing.collection_stats import collection_stats
+from indexing.consistency import check_shard
 from indexing.docstore import DocStore, DocumentRecord, PassageHit, StoredDocument
 from indexing.engine import LOCAL_FANOUT, LocalFanout, ShardRef
-from indexing.manifest import CURRENT, ManifestError, current_manifest, current_version
+from indexing.manifest import CURRENT, ManifestError, current_version
 from indexing.merge_policy import TieredMergePolicy
-from indexing.segment import SegmentError
 from indexing.shard_writer import ShardWriter
 from models.cde.context import CorpusContext
 from velaio.files import file_lock, write_atomic
@@ -254,36 +253,10 @@ class Collection:
         with self.writer():
             reasons = []
             for shard in self.shard_list:
-                reasons.append(shard._check_shard())
+                reasons.append(check_shard(shard))
             self._publish_set()
             bad = [r for r in reasons if r != "ok"]
             return bad[0] if bad else "ok"
-
-    def _check_shard(self) -> str:
-        try:
-            m = current_manifest(self.segments_dir)
-            if m is None:
-                reason = "no segments" + (" (an index written before segments)" if self._legacy() else "")
-            else:
-                from indexing.shard_view import ShardView
-
-                ShardView.load(self.segments_dir, int(m["version"]))  # every file there and whole
-                if int(m["seq"]) == self.docstore.seq() and not self.docstore.dead_pids().size:
-                    return "ok"
-                if (self.root / "context").is_dir():
-                    return "stale: a contextual collection is caught up by its next job"
-                self.commit()
-                return f"committed: manifest seq {m['seq']} behind the doc store"
-        except (ManifestError, SegmentError, OSError, ValueError, KeyError) as exc:
-            reason = str(exc)
-        if (self.root / "context").is_dir() and self.docstore.counts()[0]:
-            return f"stale: {reason} (a contextual collection is rebuilt by its next job)"
-        self.index_writer().commit(self.docstore, rebuild=True)
-        shutil.rmtree(self.root / LEGACY_INDEX_DIR, ignore_errors=True)
-        return f"rebuilt: {reason}"
-
-    def _legacy(self) -> bool:
-        return (self.root / LEGACY_INDEX_DIR / "CURRENT").exists()
 
     def _publish_set(self) -> int:
         """A sharded collection records which shard manifests are searched together (indexing/shards.py)."""
