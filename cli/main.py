@@ -136,9 +136,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_datasets_parser(sub)
 
-    from cli.snapshot import add_parser as add_snapshot_parser  # argparse only: the client is imported on use
+    # The commands that talk to a running server: argparse only here, the client is imported on use (cli/remote.py).
+    from cli import alias_cmd, collections_cmd, jobs_cmd, search_cmd, snapshot
 
-    add_snapshot_parser(sub)
+    for remote in (snapshot, jobs_cmd, collections_cmd, alias_cmd, search_cmd):
+        remote.add_parser(sub)
 
     add_train_parser(sub)
     add_bench_parser(sub)

@@ -12,7 +12,8 @@ server over HTTP, through the Python client (vela-client): the server keeps the 
 upload move one between servers. `--url` defaults to VELA_URL (else http://127.0.0.1:8000), `--api-key` to
 VELA_API_KEY. Exit status: 0 done; 1 a job that failed, or no answer; 2 refused as given (no such collection or
 snapshot, not a snapshot, a wrong key); 3 a conflict (the name to restore into is taken); 130 a cancelled job.
-argparse only at import: the client is imported when a command runs.
+argparse only at import: the client is imported when a command runs. The options, the client, the exit statuses and
+the waiting bar are those of every command that talks to a server (cli/remote.py).
 """
 
 from __future__ import annotations
@@ -22,14 +23,13 @@ import json
 import re
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from vela_client import Job, JobAccepted, VelaClient
+from cli.remote import Action, fail, human_size, job_exit_status, server_options, wait_with_bar, with_client
 
-Action = Callable[["VelaClient", argparse.Namespace], int]
+if TYPE_CHECKING:
+    from vela_client import JobAccepted, VelaClient
 
 
 def sha256_hex(text: str) -> str:
@@ -45,11 +45,7 @@ def add_parser(sub: Any) -> None:
         "snapshot", help="a running server's snapshots (backups): create, list, download, delete, restore, upload"
     )
     cmds = snapshot.add_subparsers(dest="snapshot_command", required=True)
-    server = argparse.ArgumentParser(add_help=False)
-    server.add_argument("--url", default=None, help="the server (default VELA_URL, else http://127.0.0.1:8000)")
-    server.add_argument(
-        "--api-key", default=None, help="default VELA_API_KEY, which is safer: a command line is visible to other users"
-    )
+    server = server_options()
     waiting = argparse.ArgumentParser(add_help=False)
     waiting.add_argument("--no-wait", action="store_true", help="print the accepted job and return at once")
 
@@ -57,7 +53,7 @@ def add_parser(sub: Any) -> None:
         parser: argparse.ArgumentParser = cmds.add_parser(
             name, help=help, parents=[server, waiting] if waits else [server]
         )
-        parser.set_defaults(func=_with_client(action))
+        parser.set_defaults(func=with_client(action))
         return parser
 
     create = command("create", _create, "take a snapshot of a collection (a job)", waits=True)
@@ -84,81 +80,19 @@ def add_parser(sub: Any) -> None:
     )
 
 
-def _fail(message: str, status: int) -> int:
-    print(f"vela snapshot: {message}", file=sys.stderr)
-    return status
-
-
-def _with_client(action: Action) -> Callable[[argparse.Namespace], int]:
-    """`action` with a client of the server; the client's errors as one line and an exit status."""
-
-    def run(args: argparse.Namespace) -> int:
-        try:
-            from vela_client import (
-                Conflict,
-                ConnectionFailed,
-                Forbidden,
-                InvalidRequest,
-                NotFound,
-                PayloadTooLarge,
-                Unauthorized,
-                VelaClient,
-                VelaError,
-            )
-        except ImportError:
-            return _fail("needs the Python client, vela-client: pip install ./client (from the repository)", 1)
-        try:
-            client = VelaClient(args.url, api_key=args.api_key)
-        except ValueError as exc:  # an address that is no http(s) URL: refused as given
-            return _fail(str(exc).replace("base_url", "--url", 1), 2)
-        try:
-            with client:
-                return action(client, args)
-        except Conflict as exc:
-            return _fail(str(exc), 3)
-        except (NotFound, InvalidRequest, Unauthorized, Forbidden, PayloadTooLarge) as exc:
-            return _fail(str(exc), 2)  # refused as given: a wrong key, or a read-only one for a write, is one
-        except ConnectionFailed as exc:
-            return _fail(f"no Vela server answers at {args.url} ({exc})", 1)
-        except VelaError as exc:  # a server fault, no answer, a damaged download
-            return _fail(str(exc), 1)
-
-    return run
-
-
 def _follow(client: VelaClient, accepted: JobAccepted, args: argparse.Namespace, what: str) -> int:
     """Wait for a job with a progress bar (unless --no-wait), then print its final state as one JSON line."""
     print(f"job {accepted.job_id} ({what})", file=sys.stderr)
     if args.no_wait:
         print(json.dumps(accepted.model_dump()))
         return 0
-    from tqdm import tqdm
-
-    with tqdm(desc=what, unit="doc", delay=1.0) as bar:  # no bar for a job done within a second
-
-        def advance(job: Job) -> None:
-            bar.total = job.total
-            bar.update(job.done - bar.n)
-
-        try:
-            job = client.wait_job(accepted, on_progress=advance, check=False)
-        except KeyboardInterrupt:
-            return _fail(f"stopped waiting; job {accepted.job_id} goes on (GET /jobs/{accepted.job_id})", 130)
+    job = wait_with_bar(client, accepted.job_id, what)
     print(json.dumps({"job_id": job.id, "status": job.status, "error": job.error, "result": job.result}))
-    return {"succeeded": 0, "cancelled": 130}.get(job.status, 1)
+    return job_exit_status(job)
 
 
 def _create(client: VelaClient, args: argparse.Namespace) -> int:
     return _follow(client, client.create_snapshot(args.collection), args, f"snapshot {args.collection}")
-
-
-def _size(count: int) -> str:
-    size, unit = float(count), "B"
-    for bigger in ("KiB", "MiB", "GiB"):
-        if size < 1024:
-            break
-        size, unit = size / 1024, bigger
-    return f"{count} B" if unit == "B" else f"{size:.1f} {unit}"
 
 
 def _list(client: VelaClient, args: argparse.Namespace) -> int:
@@ -173,7 +107,7 @@ def _list(client: VelaClient, args: argparse.Namespace) -> int:
     print(f"{'NAME':<{width}}  {'CREATED':<16}  {'SIZE':>10}  {'DOCUMENTS':>9}  {'PASSAGES':>9}")
     for s in snapshots:
         created = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.created_at))
-        print(f"{s.name:<{width}}  {created:<16}  {_size(s.bytes):>10}  {s.documents:>9}  {s.passages:>9}")
+        print(f"{s.name:<{width}}  {created:<16}  {human_size(s.bytes):>10}  {s.documents:>9}  {s.passages:>9}")
     return 0
 
 
@@ -196,6 +130,6 @@ def _restore(client: VelaClient, args: argparse.Namespace) -> int:
 
 def _upload(client: VelaClient, args: argparse.Namespace) -> int:
     if not args.path.is_file():
-        return _fail(f"no file {args.path}", 2)
+        return fail(args, f"no file {args.path}", 2)
     accepted = client.upload_snapshot(args.path, into=args.into, sha256=args.sha256)
     return _follow(client, accepted, args, f"restore {args.path.name} into {args.into}")
