@@ -11,6 +11,8 @@ on another thread."""
 from __future__ import annotations
 
 import ctypes
+import faulthandler
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -52,6 +54,9 @@ def hang_after_commit(marker: Path) -> None:
 
 
 def main() -> int:
+    # SIGUSR1 prints every thread's stack to stderr: a test that finds this process still running where it should
+    # have ended shows where it was before killing it.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     mode, marker, argv = sys.argv[1], Path(sys.argv[2]), sys.argv[3:]
     if mode == "merge":
         hang_after_commit(marker)

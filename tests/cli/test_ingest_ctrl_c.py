@@ -63,6 +63,8 @@ class Ingest:
         try:
             return self.proc.wait(WAIT_S)
         except subprocess.TimeoutExpired:
+            self.proc.send_signal(signal.SIGUSR1)  # its threads' stacks into stderr (hanging_ingest.py)
+            time.sleep(1)
             self.proc.kill()
             self.proc.wait()
             pytest.fail(f"still running {WAIT_S} s after the second Ctrl-C: {self.err()}")
