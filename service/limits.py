@@ -31,19 +31,24 @@ def check_metadata(documents: list[Any], settings: Settings) -> None:
             raise ApiError(422, "invalid_request", f"documents.{i}.metadata ({doc.id!r}): {problem}")
 
 
-def check_search_work(settings: Settings, *, queries: list[str], k: int, depth: int, highlight: bool = False) -> None:
+def check_search_work(
+    settings: Settings, *, queries: list[str], k: int, depth: int, highlight: bool = False, ranked: int | None = None
+) -> None:
     """Bounds the work of one request before any is done: hits to return (fewer when each is highlighted: every
-    hit's text is gone through again, and its spans add to the body), list depth to fuse, query text."""
+    hit's text is gone through again, and its spans add to the body), list depth to fuse, query text. `ranked`:
+    documents ranked and hydrated per query when more than the page (a group_by draws its groups from them)."""
     n = len(queries)
+    ranked = k if ranked is None else ranked
     if n > settings.max_batch_queries:
         raise ApiError(
             413, "payload_too_large", f"{n} queries in one request; the limit is {settings.max_batch_queries}"
         )
-    if k * n > settings.max_search_hits:
+    if ranked * n > settings.max_search_hits:
+        what = "(k + offset) x queries" if ranked == k else "group_by.depth x queries"
         raise ApiError(
             413,
             "payload_too_large",
-            f"hits to rank, (k + offset) x queries, is {k * n}; the limit is {settings.max_search_hits} "
+            f"hits to rank, {what}, is {ranked * n}; the limit is {settings.max_search_hits} "
             "(VELA_MAX_SEARCH_HITS): lower k or offset, or split the batch",
         )
     if highlight and k * n > settings.max_highlight_hits:

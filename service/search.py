@@ -21,6 +21,7 @@ from indexing.metadata_paths import project
 from indexing.ranking import RUNS, Dim, Fused, Mode, RankRequest
 from service import timing
 from service.batching import MicroBatcher, QueryEncoder
+from service.grouping import GroupSpec, grouped
 
 DELETED_SLACK = 8
 
@@ -77,6 +78,7 @@ def search_batch(
     fusion: Mapping[str, Any] | None = None,
     score_threshold: float | None = None,
     highlight: bool = False,
+    group_by: GroupSpec | None = None,
 ) -> list[SearchResult]:
     """Search many queries at once (one encoder batch, one engine call); with `rerank`, the top
     `rerank.top_n` fused hits of each query are rescored before the k best are returned. `filter` (parsed,
@@ -84,12 +86,14 @@ def search_batch(
     fused, reranked one): pages of one published index do not overlap or skip. `fusion` (hybrid; a request's
     {"method", "alpha", "normalization"}): None or method "auto" is the collection's stored choice.
     `score_threshold`: hits whose (fused) score is below it are left out, before the rerank stage. `highlight`:
-    each hit of the page says which words of its text match a query term, as BM25 matches them."""
+    each hit of the page says which words of its text match a query term, as BM25 matches them. `group_by`: at
+    most `size` hits per value of a metadata field, drawn from the best `depth` documents (service/grouping.py)."""
     timing.since(timing.HANDED, "thread")  # a handler's hand-off to this thread (none when called directly)
     t0 = time.perf_counter()
     fanout = fanout if fanout is not None else LOCAL_FANOUT
     k_out, k = k, k + offset
     k = max(k, rerank.top_n) if rerank is not None else k  # fuse enough for the reranker
+    k = max(k, group_by.depth_for(k_out + offset)) if group_by is not None else k  # the documents groups come from
     # A document deleted after the last commit still ranks until the job's commit (a moment later) and is
     # dropped at hydration; a few spare hits keep k full meanwhile.
     k += DELETED_SLACK
@@ -132,6 +136,7 @@ def search_batch(
         k_out=k_out,
         rerank=rerank,
         offset=offset,
+        group_by=group_by,
     )
     if not highlight:
         return results
@@ -160,6 +165,7 @@ def assemble_results(
     k_out: int,
     rerank: RerankStep | None,
     offset: int = 0,
+    group_by: GroupSpec | None = None,
 ) -> list[SearchResult]:
     """Fused (unit, score, passage id) lists -> hydrated hits, reranked when asked, cut to k_out.
     `passage_of` finds a passage (None: deleted since the published manifest)."""
@@ -186,10 +192,12 @@ def assemble_results(
                 )
             )
         if rerank is None:
+            hits = grouped(hits, group_by, offset + k_out) if group_by is not None else hits
             out.append(SearchResult(hits=hits[offset : offset + k_out], took_ms=took_ms))
             continue
         with timing.stage("rerank"):
             hits, outcome = rerank(query, hits)  # after fusion and hydration: the reranker reads passage texts
+        hits = grouped(hits, group_by, offset + k_out) if group_by is not None else hits  # groups of the reranked order
         page = hits[offset : offset + k_out]
         out.append(SearchResult(hits=page, took_ms=took_ms + outcome.took_ms, rerank=outcome))
     timing.mark("searched")  # what follows, up to the response start, is the `serialize` stage

@@ -66,6 +66,26 @@ class FusionOptions(BaseModel):
 DEFAULT_DEPTH = 200
 
 
+class GroupByOptions(BaseModel):
+    model_config = REQUEST_CONFIG
+    key: str = Field(
+        ...,
+        min_length=1,
+        max_length=256,
+        description="a metadata field (a nested one by its dotted path): hits are grouped by its value. A document "
+        "whose field holds a list is in the group of each value; one without the field is a group of its own",
+    )
+    size: int = Field(1, ge=1, le=100, description="hits kept per value (1: one hit per value, a 'distinct')")
+    depth: int | None = Field(
+        None,
+        ge=1,
+        le=1000,
+        description="the groups are drawn from the best `depth` documents, at least offset + k (unset: 10 x (offset "
+        "+ k), at least 100, at most 1000, never below offset + k); with few distinct values, fewer than k hits come "
+        "back",
+    )
+
+
 MetadataKeys = Annotated[list[Annotated[str, Field(min_length=1, max_length=256)]], Field(max_length=256)]
 
 
@@ -106,6 +126,10 @@ class SearchOptions(HitParts):
     filter: FilterJson = FilterField
     highlight: bool = Field(
         False, description="each hit's `highlights`: the spans of its text that match a query term, as BM25 matches"
+    )
+    group_by: GroupByOptions | None = Field(
+        None,
+        description="at most `size` hits per value of a metadata field (Qdrant's groups, Elasticsearch's collapse)",
     )
     score_threshold: float | None = Field(
         None,
@@ -151,6 +175,12 @@ class SearchOptions(HitParts):
             raise ValueError("give rrf either weights or fusion.alpha (which sets both weights), not both")
         if self.mode == "hybrid":
             self._depth_reaches_the_page()
+        end = self.offset + self.k
+        if self.group_by is not None and self.group_by.depth is not None and self.group_by.depth < end:
+            raise ValueError(
+                f"group_by.depth ({self.group_by.depth}) is below offset + k ({end}): the groups are drawn from "
+                "that many documents, so the page would be short"
+            )
         return self
 
     def _given(self, name: str) -> bool:

@@ -214,6 +214,7 @@ class SearchOptions(TypedDict, total=False):
     offset: int
     score_threshold: float
     highlight: bool
+    group_by: Mapping[str, Any]  # {"key": field, "size": hits per value, "depth": documents drawn from}
     with_text: bool
     with_metadata: bool | Sequence[str]
 

@@ -128,6 +128,12 @@ def test_every_search_option_reaches_the_server(client: VelaClient, cities: str)
     with pytest.raises(InvalidRequest) as err:
         client.search(cities, "capital", fusion={"method": "auto", "alpha": 0.5})
     assert "alpha" in err.value.message
+    everyone = client.search(cities, "capital", k=10)
+    one = client.search(cities, "capital", k=10, group_by={"key": "absent-field", "size": 1})
+    assert [h.id for h in one.hits] == [h.id for h in everyone.hits]  # without the field: each a group of its own
+    with pytest.raises(InvalidRequest) as err:
+        client.search(cities, "capital", group_by={"key": "x", "size": 0})
+    assert "size" in err.value.message
 
 
 def test_reindex_copies_or_encodes_the_document_vectors(client: VelaClient, unique: Callable[[str], str]) -> None:

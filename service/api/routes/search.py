@@ -10,11 +10,13 @@ from fastapi import APIRouter, Response
 from fastapi.concurrency import run_in_threadpool
 
 from indexing.collection import CollectionNotFound
+from indexing.metadata_paths import path_key
 from indexing.store import READ_FAULTS
 from service import timing
 from service.api.json_body import JsonRoute
 from service.deps import State
 from service.errors import ApiError, parse_request_filter, shown
+from service.grouping import GroupSpec
 from service.limits import check_response_size, check_search_work
 from service.model_registry import (
     ModelKindMismatch,
@@ -118,12 +120,32 @@ def _searched(state: AppState, name: str, **kw: Any) -> list[SearchResult]:
         raise ApiError(404, "collection_not_found", f"no collection named {shown(name)}") from exc
 
 
+def _group_spec(opts: SearchOptions, schema: dict[str, Any]) -> GroupSpec | None:
+    """The request's group_by; a field a strict schema does not declare is a 422, as in a filter."""
+    g = opts.group_by
+    if g is None:
+        return None
+    key = path_key(g.key)
+    if not key or (schema.get("strict") and key not in schema.get("fields", {})):
+        raise ApiError(422, "invalid_request", f"group_by.key: unknown field {shown(g.key)}")
+    return GroupSpec(key=key, size=g.size, depth=g.depth)
+
+
+def _ranked(opts: SearchOptions) -> int:
+    """Documents ranked per query: the page (offset + k), or the documents groups are drawn from."""
+    end = opts.k + opts.offset
+    if opts.group_by is None:
+        return end
+    return GroupSpec(key=opts.group_by.key, size=opts.group_by.size, depth=opts.group_by.depth).depth_for(end)
+
+
 async def _run(state: AppState, opts: SearchOptions, queries: list[str]) -> list[SearchResult]:
     try:
         coll = state.collections.get(opts.collection)
     except CollectionNotFound as exc:
         raise ApiError(404, "collection_not_found", f"no collection named {shown(opts.collection)}") from exc
     node = parse_request_filter(opts.filter, coll.settings.schema)
+    group_by = _group_spec(opts, coll.settings.schema)
     try:
         embedder = state.query_encoders.get(coll.settings.embedder) if opts.mode != "bm25" else None
     except (OSError, ValueError) as exc:  # its folder was removed (`vela models remove --force`) or damaged
@@ -179,6 +201,7 @@ async def _run(state: AppState, opts: SearchOptions, queries: list[str]) -> list
         fusion=opts.fusion.model_dump(exclude_none=True) if opts.fusion is not None else None,
         score_threshold=opts.score_threshold,
         highlight=opts.highlight,
+        group_by=group_by,
     )
     results = projected(results, with_text=opts.with_text, with_metadata=opts.with_metadata)
     for r in results:
@@ -193,9 +216,15 @@ async def _run(state: AppState, opts: SearchOptions, queries: list[str]) -> list
 async def search(body: SearchRequest, state: State) -> Response:
     """Dense, BM25 or hybrid search over one collection. Hybrid fuses the two lists as the collection's stored
     choice says (RRF until one is chosen; GET /collections/{name} shows it), or as the request's `fusion` says."""
-    k = body.k + body.offset
     depth = body.depth if body.mode == "hybrid" else 1  # only hybrid reads lists to a depth
-    check_search_work(state.settings, queries=[body.query], k=k, depth=depth, highlight=body.highlight)
+    check_search_work(
+        state.settings,
+        queries=[body.query],
+        k=body.k + body.offset,
+        depth=depth,
+        highlight=body.highlight,
+        ranked=_ranked(body),
+    )
     (result,) = await _run(state, body, [body.query])
 
     def build() -> SearchResponse:
@@ -209,9 +238,15 @@ async def search(body: SearchRequest, state: State) -> Response:
 async def search_many(body: BatchSearchRequest, state: State) -> Response:
     """Many queries with the same options, in one encoder batch. The work of one request is bounded: queries,
     k x queries (fewer with highlight), depth x queries and query characters (413 names the limit)."""
-    k = body.k + body.offset
     depth = body.depth if body.mode == "hybrid" else 1  # only hybrid reads lists to a depth
-    check_search_work(state.settings, queries=body.queries, k=k, depth=depth, highlight=body.highlight)
+    check_search_work(
+        state.settings,
+        queries=body.queries,
+        k=body.k + body.offset,
+        depth=depth,
+        highlight=body.highlight,
+        ranked=_ranked(body),
+    )
     start = time.perf_counter()
     results = await _run(state, body, body.queries)
 
