@@ -36,8 +36,18 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 EVAL_RESULT = REPO_ROOT / "bench" / "results" / "eval-scifact.json"
 KEY = "console-test-key"
 DOCS = [
-    {"id": "berlin", "title": "Berlin", "text": "Berlin is the capital of Germany and has 3.7 million inhabitants."},
-    {"id": "paris", "title": "Paris", "text": "Paris is the capital and largest city of France."},
+    {
+        "id": "berlin",
+        "title": "Berlin",
+        "text": "Berlin is the capital of Germany and has 3.7 million inhabitants.",
+        "metadata": {"kind": "city"},
+    },
+    {
+        "id": "paris",
+        "title": "Paris",
+        "text": "Paris is the capital and largest city of France.",
+        "metadata": {"kind": "city"},
+    },
     {"id": "photo", "text": "Photosynthesis converts light energy into chemical energy in plants."},
 ]
 TIDES = "Tides are caused by the gravity of the moon and the sun."
@@ -144,6 +154,17 @@ def test_index_through_the_console_then_find_it(browser: Any, open_server: tuple
     css(browser, "#search-filter").clear()
     css(browser, "#search-submit").click()  # without a filter again: the hits come back
     assert until(browser, lambda d: find_all(d, ".hit"))[0].get_attribute("data-hit-id") == "tides"
+    # Grouped by a field: one of the two cities, and the documents without the field each as they were.
+    type_into(browser, "#search-group-by", "kind")
+    css(browser, "#search-submit").click()
+
+    def grouped(d: Any) -> list[str] | None:
+        ids = [h.get_attribute("data-hit-id") for h in find_all(d, ".hit")]
+        return ids if len(ids) == 3 else None
+
+    ids = until(browser, grouped)
+    assert ids[0] == "tides" and "photo" in ids and len({"berlin", "paris"} & set(ids)) == 1, ids
+    css(browser, "#search-group-by").clear()
     # BM25 alone: the console sends no dim, which the API refuses in bm25 mode (no dense index is searched)
     Select(css(browser, "#search-mode")).select_by_value("bm25")
     css(browser, "#search-submit").click()

@@ -55,6 +55,8 @@ function request() {
   };
   // The dense index's dims only where a dense list is searched: the API refuses dim in bm25 mode (it changes nothing)
   if (body.mode !== "bm25") body.dim = byId("search-dim").value;
+  const groupBy = byId("search-group-by").value.trim();
+  if (groupBy) body.group_by = { key: groupBy }; // one hit per value of that metadata field
   if (byId("search-rerank").checked) {
     body.rerank = { top_n: Number(byId("search-rerank-top-n").value) || 50 };
     const model = byId("search-rerank-model").value.trim();
