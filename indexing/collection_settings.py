@@ -92,6 +92,9 @@ def check_schema(schema: dict[str, Any]) -> None:
     for name, kind in fields.items():
         if not isinstance(name, str) or not 0 < len(name) <= 256:
             raise ValueError(f"schema field name {name!r} must be 1-256 characters")
+        if "[]" in name:  # filters read `a[].b` as `a.b`: a field declared so could never be named by one
+            dotted = name.replace("[]", "")
+            raise ValueError(f"schema field name {name!r}: a nested field is declared by its dotted path ({dotted!r})")
         if kind not in FIELD_TYPES:
             raise ValueError(f"schema field {name!r}: type must be one of {list(FIELD_TYPES)}, got {kind!r}")
     if not isinstance(schema.get("strict", False), bool):

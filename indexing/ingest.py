@@ -19,7 +19,7 @@ from indexing.job_start import start_when_free
 from indexing.jobs import GENERATION_KINDS, SNAPSHOT_KINDS, TERMINAL, JobKind, JobStatus, JobStore, end_job
 from indexing.merger import after_commit
 from indexing.metadata_bounds import MetadataLimits
-from indexing.metadata_fit import SchemaMismatch, late_misfit, value_fits
+from indexing.metadata_fit import SchemaMismatch, late_misfit, misfit_field
 from indexing.patch_job import run_patch
 from indexing.prepare import content_hash, prepare_documents, rewrite_if_only_metadata
 from indexing.reindex import run_generation_job
@@ -288,7 +288,7 @@ def _declare(coll: Collection, schema: dict[str, Any]) -> None:
     if new:
         for doc_id, text in coll.scan_metadata(None, 1000):
             md = json.loads(text)
-            if any(k in md and not value_fits(md[k], t) for k, t in new.items()):
+            if misfit_field(new, md) is not None:  # nested fields by their paths, as a write checks them
                 n_bad += 1
                 if len(bad) < MAX_NAMED:
                     bad.append(doc_id)

@@ -39,15 +39,26 @@ def value_fits(value: Any, kind: str) -> bool:
     return False
 
 
+def misfit_field(fields: Mapping[str, str], metadata: Mapping[str, Any]) -> tuple[str, Any] | None:
+    """The first declared field whose value in `metadata` is not of its type, with that value; None when all fit.
+    A declared field may be nested (`author.name`): its values are found by its path (indexing/metadata_paths.py)."""
+    md = flatten(metadata)
+    for key, kind in fields.items():
+        if key in md and not value_fits(md[key], kind):
+            return key, md[key]
+    return None
+
+
 def _misfit_at(fields: Mapping[str, str], documents: Sequence[Mapping[str, Any]]) -> tuple[int, str] | None:
     """The first document holding a declared field's value not of its type, and what is wrong ("metadata.year:
     ..."); None when every one fits."""
     for i, d in enumerate(documents):
-        md = flatten(d.get("metadata") or {})  # a declared field may be nested: `author.name`
-        for key, kind in fields.items():
-            if key in md and not value_fits(md[key], kind):
-                what = "integer (64-bit: -2**63 to 2**63 - 1)" if kind == "integer" else kind
-                return i, f"metadata.{key}: the field is declared {what}; got {json.dumps(md[key])[:80]}"
+        found = misfit_field(fields, d.get("metadata") or {})
+        if found is not None:
+            key, value = found
+            kind = fields[key]
+            what = "integer (64-bit: -2**63 to 2**63 - 1)" if kind == "integer" else kind
+            return i, f"metadata.{key}: the field is declared {what}; got {json.dumps(value)[:80]}"
     return None
 
 

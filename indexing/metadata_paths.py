@@ -13,8 +13,11 @@ checked against a filter; metadata without objects is returned as it is, at the 
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import Any
+
+MAX_PATH = 256  # characters of a filter's key, a declared field's name, a group_by key
 
 
 def _nested(value: Any) -> bool:
@@ -22,10 +25,14 @@ def _nested(value: Any) -> bool:
 
 
 def _walk(value: Any, prefix: str, found: dict[str, list[Any]]) -> None:
-    """Collect, under each dotted path below `prefix`, the values found there (one per object that holds it)."""
+    """Collect, under each dotted path below `prefix`, the values found there (one per object that holds it). A
+    path longer than a filter's key can be (MAX_PATH) is left out, with everything below it: no request could
+    name it, and the paths of long keys nested deep would otherwise cost the square of their length in memory."""
     if isinstance(value, dict):
         for k, v in value.items():
-            path = f"{prefix}.{k}"
+            if len(prefix) + 1 + len(k) > MAX_PATH:
+                continue
+            path = sys.intern(f"{prefix}.{k}")  # documents of one shape share their paths' strings
             found.setdefault(path, []).append(v)
             if _nested(v):
                 _walk(v, path, found)
@@ -70,28 +77,34 @@ _LEAF: dict[str, Any] = {}  # in a projection's tree: keep the whole value here
 def project(metadata: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
     """The metadata cut to `keys`, nested ones kept in their place: `("author.name",)` keeps `{"author": {"name":
     ...}}` (of every object, through a list of them), as Qdrant's `with_payload` does. A key the metadata holds as it
-    is (`a.b` at the top level) is kept as it is, too."""
-    tree: dict[str, Any] = {}
+    is (`a.b` at the top level) is kept as it is, and a path through it too (`a.b.c` in `{"a.b": {"c": 1}}`), as
+    filters read both."""
+    trees: dict[str, dict[str, Any]] = {}  # top-level key -> the tree of what to keep below it
     out: dict[str, Any] = {}
     for key in keys:
         if key in metadata:
             out[key] = metadata[key]
         parts = path_key(key).split(".")
-        if len(parts) < 2 or not all(parts):
-            continue
-        node = tree
-        for part in parts[:-1]:
-            if node.get(part) is _LEAF:
-                break  # a shorter path keeps the whole value already
-            node = node.setdefault(part, {})
-        else:
-            node[parts[-1]] = _LEAF
-    for top, sub in tree.items():
-        if top in metadata and top not in out:
-            kept = _cut(metadata[top], sub)
+        for i in range(1, len(parts)):
+            top = ".".join(parts[:i])
+            if top in metadata:
+                _keep(trees.setdefault(top, {}), parts[i:])
+    for top, tree in trees.items():
+        if top not in out:  # asked for whole as well
+            kept = _cut(metadata[top], tree)
             if kept is not _MISSING:
                 out[top] = kept
     return out
+
+
+def _keep(tree: dict[str, Any], rest: list[str]) -> None:
+    """Mark the path `rest` in `tree` as kept whole (a shorter path kept whole keeps everything below it)."""
+    node = tree
+    for part in rest[:-1]:
+        if node.get(part) is _LEAF:
+            return
+        node = node.setdefault(part, {})
+    node[rest[-1]] = _LEAF
 
 
 _MISSING = object()

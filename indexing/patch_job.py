@@ -8,7 +8,7 @@ from typing import Any
 from indexing.collection import Collection
 from indexing.filters import Schema
 from indexing.metadata_bounds import MetadataLimits, metadata_problem
-from indexing.metadata_fit import SchemaMismatch, value_fits
+from indexing.metadata_fit import SchemaMismatch, misfit_field
 from indexing.prepare import content_hash
 
 
@@ -34,11 +34,12 @@ def run_patch(coll: Collection, payload: list[Any], limits: MetadataLimits) -> d
             missing += 1  # deleted since it was queued
             continue
         new = dict(p["metadata"]) if p["mode"] == "replace" else {**doc.metadata, **p["metadata"]}
-        for key, kind in fields.items():  # declared since the request was checked
-            if key in new and not value_fits(new[key], kind):
-                raise SchemaMismatch(
-                    f"document {doc.doc_id!r}: metadata.{key} does not fit the field's declared type, {kind}"
-                )
+        misfit = misfit_field(fields, new)  # declared since the request was checked (nested ones by their paths)
+        if misfit is not None:
+            key = misfit[0]
+            raise SchemaMismatch(
+                f"document {doc.doc_id!r}: metadata.{key} does not fit the field's declared type, {fields[key]}"
+            )
         problem = metadata_problem(new, limits)
         if problem is not None:
             what = "merged with the metadata stored when the patch ran" if p["mode"] == "merge" else "given"

@@ -21,6 +21,7 @@ from indexing.filter_match import each_matches
 from indexing.filter_parser import parse_filter
 from indexing.filters import Node, Schema
 from indexing.jobs import Job, JobKind
+from indexing.metadata_paths import path_key
 from service.documents import InvalidMetadata, check_batch_size, check_metadata_types, check_model
 from service.limits import document_size, metadata_problem, scroll_page_size
 from service.state import AppState
@@ -155,6 +156,7 @@ def facet(
 ) -> tuple[list[FacetCount], int]:
     """The most frequent values of a declared field among the documents of the published index that pass the
     filter, and how many distinct values they hold. FacetError when the field cannot be faceted."""
+    key = path_key(key)  # `refs[].year`, Qdrant's spelling, is the field `refs.year` (as in a filter)
     kind = check_facet_field(key, Schema.from_json(coll.settings.schema).fields)
     return engine.facet(coll, state.collections.fanout, node, key, kind, limit)
 

@@ -4,6 +4,7 @@ at `o.v` what an independent walk of the objects finds there."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -38,6 +39,19 @@ def test_a_projection_keeps_nested_keys_in_their_place() -> None:
     assert project(md, ("a.c", "a.c.e")) == {"a": {"c": {"d": 2, "e": 3}}}  # the shorter path keeps the whole
     assert project(md, ("refs[].y",)) == {"refs": [{"y": 1}]}  # objects without it are left out
     assert project(md, ("t.x", "absent.b", "a.zz")) == {}  # a path through a value, or to nothing, keeps nothing
+    assert project({"a.b": {"c": 9, "d": 1}}, ("a.b.c",)) == {"a.b": {"c": 9}}  # through a dotted key, as filters
+    assert project({"a": {"": {"b": 8}}}, ("a..b",)) == {"a": {"": {"b": 8}}}  # an empty key is a key
+
+
+def test_paths_longer_than_a_filter_key_are_not_kept() -> None:
+    # Long keys nested deep: each path repeats its prefix, so keeping all would cost the square of their length.
+    node: dict[str, Any] = {f"{i:x}": "s" for i in range(900)}
+    for d in range(30):
+        node = {chr(97 + d % 26) * 1800: node}
+    flat = flatten(node)
+    assert list(flat) == list(node)  # the top-level key alone: every path below it is longer than MAX_PATH
+    deep = flatten({"a" * 200: {"b" * 50: {"c": 1, "d" * 10: 2}}})
+    assert set(deep) == {"a" * 200, "a" * 200 + "." + "b" * 50, "a" * 200 + "." + "b" * 50 + ".c"}
 
 
 ROWS: list[dict[str, Any]] = [
@@ -136,3 +150,45 @@ def test_a_nested_path_answers_as_that_value_stored_at_the_path(
         fitting = [i for i, md in enumerate(rows) if first_misfit(fields, [{"metadata": md}]) is None]
         assert [got[i] for i in fitting] == [want[i] for i in fitting], (raw, rows)
     assert [matches(node, md) for md in rows] == want
+
+
+def test_declaring_or_patching_checks_nested_values_by_their_paths(tmp_path: Path, tiny_embedder_dir: Path) -> None:
+    from indexing.collection import CollectionSettings
+    from indexing.ingest import run_job
+    from indexing.jobs import JobKind, JobStore
+    from indexing.metadata_bounds import MetadataLimits
+    from indexing.metadata_fit import SchemaMismatch
+    from indexing.patch_job import run_patch
+    from indexing.store import CollectionStore
+    from models import EmbedderCache
+
+    store, jobs = CollectionStore(tmp_path), JobStore(tmp_path / "jobs.sqlite3")
+    dim = EmbedderCache().get(tiny_embedder_dir).dim
+    coll = store.create(CollectionSettings(name="c", embedder=str(tiny_embedder_dir), dim=dim))
+    docs = [
+        {"id": "bad", "text": "one", "metadata": {"author": [{"born": 5}, {"born": "long ago"}]}},
+        {"id": "good", "text": "two", "metadata": {"author": {"born": 7}}},
+    ]
+
+    def run(kind: JobKind, payload: list[Any]) -> str:
+        job = jobs.create(collection="c", kind=kind, payload=payload)
+        status = str(run_job(job_id=job.id, jobs=jobs, collections=store, embedders=EmbedderCache()))
+        assert status == "succeeded" or "do not fit the declared fields" in (jobs.get(job.id).error or "")
+        return status
+
+    assert run(JobKind.UPSERT, docs) == "succeeded"
+    schema = {"fields": {"author.born": "integer"}}
+    assert run(JobKind.SCHEMA, [schema]) == "failed"  # "long ago" does not fit: nothing declared
+    assert coll.settings.schema.get("fields", {}) == {}
+    assert run(JobKind.UPSERT, [{"id": "bad", "text": "one", "metadata": {"author": {"born": 1}}}]) == "succeeded"
+    assert run(JobKind.SCHEMA, [schema]) == "succeeded"
+    patch = [{"id": "good", "metadata": {"author": {"born": "x"}}, "mode": "merge"}]
+    with pytest.raises(SchemaMismatch, match=r"metadata\.author\.born"):  # declared since the patch was asked
+        run_patch(store.get("c"), patch, MetadataLimits())
+
+
+def test_a_schema_field_with_array_marks_is_refused() -> None:
+    from indexing.collection import check_schema
+
+    with pytest.raises(ValueError, match=r"dotted path \('refs\.year'\)"):
+        check_schema({"fields": {"refs[].year": "integer"}})
