@@ -15,9 +15,11 @@ from typing import Any
 import pytest
 from vela_client import VelaClient
 
-import indexing.ingest as ingest
 from cli.main import main as vela
+from tests import job_faults
 from tests.cli.remote_server import API_KEY, NOTES, one_line, out_json, serving, table, use_server
+
+gate, fail_once = job_faults.gate, job_faults.fail_once  # fixtures: faults injected into jobs by name
 
 
 @pytest.fixture(scope="module")
@@ -31,37 +33,6 @@ def client(server: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[VelaClient]
     use_server(server, monkeypatch)
     with VelaClient(server, api_key=API_KEY) as c:
         yield c
-
-
-@pytest.fixture
-def gate(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
-    """Jobs of `gated*` collections wait in their commit until the event is set (set at the end in any case)."""
-    real, release = ingest.commit_collection, threading.Event()
-
-    def held(coll: Any, embedder: Any) -> int:
-        if coll.name.startswith("gated"):
-            release.wait(60)
-        return real(coll, embedder)
-
-    monkeypatch.setattr(ingest, "commit_collection", held)
-    try:
-        yield release
-    finally:
-        release.set()
-
-
-@pytest.fixture
-def fail_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The first commit of each `flaky*` collection fails like a full disk."""
-    real, failed = ingest.commit_collection, set()
-
-    def flaky(coll: Any, embedder: Any) -> int:
-        if coll.name.startswith("flaky") and coll.name not in failed:
-            failed.add(coll.name)
-            raise OSError(28, "No space left on device (injected)")
-        return real(coll, embedder)
-
-    monkeypatch.setattr(ingest, "commit_collection", flaky)
 
 
 def notes_job(client: VelaClient) -> str:

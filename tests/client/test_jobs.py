@@ -8,49 +8,17 @@ Both act only on collections named for them; everything else on the shared serve
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable
 
 import pytest
 from vela_client import Conflict, Job, JobFailed, JobWaitTimeout, NotFound, VelaClient
 
-import indexing.ingest as ingest
+from tests import job_faults
 
 GATED = "gated-"
 FLAKY = "flaky-"
 
-
-@pytest.fixture
-def gate(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
-    """Jobs of `gated-*` collections wait in their commit until the event is set (set at the end in any case)."""
-    real = ingest.commit_collection
-    release = threading.Event()
-
-    def held(coll: Any, embedder: Any) -> int:
-        if coll.name.startswith(GATED):
-            release.wait(120)
-        return real(coll, embedder)
-
-    monkeypatch.setattr(ingest, "commit_collection", held)
-    try:
-        yield release
-    finally:
-        release.set()
-
-
-@pytest.fixture
-def fail_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The first commit of each `flaky-*` collection fails like a full disk."""
-    real = ingest.commit_collection
-    failed: set[str] = set()
-
-    def flaky(coll: Any, embedder: Any) -> int:
-        if coll.name.startswith(FLAKY) and coll.name not in failed:
-            failed.add(coll.name)
-            raise OSError(28, "No space left on device (injected)")
-        return real(coll, embedder)
-
-    monkeypatch.setattr(ingest, "commit_collection", flaky)
+gate, fail_once = job_faults.gate, job_faults.fail_once  # fixtures: faults injected into jobs by name
 
 
 def test_unknown_job_is_not_found_on_every_job_route(client: VelaClient) -> None:
