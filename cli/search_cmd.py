@@ -1,6 +1,7 @@
 """`vela search COLLECTION QUERY`: search a running server's collection from the shell.
 
-    vela search notes "why are there tides" [--mode dense|bm25|hybrid] [-k 10] [--filter JSON] [--json]
+    vela search notes "why are there tides" [--mode dense|bm25|hybrid] [-k 10] [--filter JSON] [--group-by FIELD]
+                [--json]
 
 Prints one line per hit: its rank, score, document id, title and the start of the passage that matched; --json
 prints the API's answer as it is (hits with their text, metadata, passage and ranks, and took_ms). `--filter` is
@@ -49,6 +50,12 @@ def add_parser(sub: Any) -> None:
         metavar="JSON",
         help='a metadata filter, e.g. \'{"key": "topic", "match": {"value": "sea"}}\' (docs/filters.md)',
     )
+    search.add_argument(
+        "--group-by",
+        default=None,
+        metavar="FIELD",
+        help="at most one hit per value of this metadata field (a nested one by its dotted path)",
+    )
     search.add_argument("--json", action="store_true", help="the API's answer as it is: hits in full, took_ms")
     search.set_defaults(func=with_client(_search))
 
@@ -77,6 +84,8 @@ def _search(client: VelaClient, args: argparse.Namespace) -> int:
         options["k"] = args.k
     if where is not None:
         options["filter"] = where
+    if args.group_by is not None:
+        options["group_by"] = {"key": args.group_by}
     answer = client.search(args.collection, args.query, **options)
     if args.json:
         print_json(answer.model_dump(mode="json"))

@@ -60,6 +60,9 @@ def test_mode_k_and_filter(env: str, capsys: pytest.CaptureFixture[str]) -> None
     assert vela(["search", "notes", "tides", "--filter", "null", "-k", "8", "--json"]) == 0  # null: no filter
     assert len(out_json(capsys)["hits"]) == len(NOTES)
 
+    assert vela(["search", "notes", "tides", "--group-by", "topic", "--json"]) == 0  # one hit per topic
+    assert sorted(h["metadata"]["topic"] for h in out_json(capsys)["hits"]) == ["sea", "sky"]
+
     nothing = '{"key": "topic", "match": {"value": "land"}}'
     assert vela(["search", "notes", "tides", "--filter", nothing]) == 0
     out, err = capsys.readouterr()
