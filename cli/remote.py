@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -42,9 +43,20 @@ def server_options() -> argparse.ArgumentParser:
     return server
 
 
+# Characters a terminal acts on rather than shows: C0 and C1 controls (escape sequences that retitle the window or
+# clear the screen), DEL, and the bidirectional overrides that reorder what follows them.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """`text` with what a terminal would act on written as escapes (`\x1b`): ids, titles and texts come from
+    whoever indexed them, and reach an operator's terminal."""
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
 def fail(args: argparse.Namespace, message: str, status: int) -> int:
     """`message` as one line on stderr, named by the command group (`vela jobs: ...`); returns `status`."""
-    print(f"vela {getattr(args, 'command', None) or 'remote'}: {message}", file=sys.stderr)
+    print(f"vela {getattr(args, 'command', None) or 'remote'}: {printable(message)}", file=sys.stderr)
     return status
 
 
@@ -76,8 +88,8 @@ def with_client(action: Action) -> Callable[[argparse.Namespace], int]:
             return fail(args, "needs the Python client, vela-client: pip install ./client (from the repository)", 1)
         try:
             client = VelaClient(args.url, api_key=args.api_key)
-        except ValueError as exc:  # an address that is no http(s) URL: refused as given
-            return fail(args, str(exc).replace("base_url", "--url", 1), EXIT_REFUSED)
+        except ValueError as exc:  # an address that is no http(s) URL, a key no header can carry: refused as given
+            return fail(args, str(exc).replace("base_url", "--url", 1).replace("api_key", "--api-key", 1), EXIT_REFUSED)
         try:
             with client:
                 return action(client, args)
@@ -89,9 +101,11 @@ def with_client(action: Action) -> Callable[[argparse.Namespace], int]:
         except (NotFound, InvalidRequest, Unauthorized, Forbidden, PayloadTooLarge) as exc:
             return fail(args, str(exc), EXIT_REFUSED)  # a wrong key, or a read-only one for a write, is one
         except ConnectionFailed as exc:
-            return fail(args, f"no Vela server answers at {args.url} ({exc})", EXIT_FAILED)
+            return fail(args, f"no Vela server answers at {client.base_url} ({exc})", EXIT_FAILED)
         except VelaError as exc:  # a server fault, no answer, a damaged download
             return fail(args, str(exc), EXIT_FAILED)
+        except ValueError as exc:  # an argument the client refuses before sending (an empty job id): as given
+            return fail(args, str(exc), EXIT_REFUSED)
 
     return run
 
@@ -132,6 +146,7 @@ def local_time(stamp: float | None, *, seconds: bool = True) -> str:
 def print_table(header: Sequence[str], rows: Sequence[Sequence[str]], *, right: frozenset[int] = frozenset()) -> None:
     """Columns two spaces apart, each as wide as its widest cell; the columns in `right` (numbers) right-aligned.
     The last column is not padded, so no line ends in spaces."""
+    rows = [[printable(str(cell)) for cell in row] for row in rows]
     widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows, strict=True)]
     for row in (header, *rows):
         cells = [
@@ -145,7 +160,7 @@ def print_fields(fields: Sequence[tuple[str, str]]) -> None:
     """One `name  value` line per field, the values aligned."""
     width = max(len(name) for name, _ in fields)
     for name, value in fields:
-        print(f"{name:<{width}}  {value}")
+        print(f"{name:<{width}}  {printable(str(value))}")
 
 
 def human_size(count: int) -> str:

@@ -17,7 +17,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any, cast
 
-from cli.arg_types import positive_int
+from cli.arg_types import int_within
 from cli.remote import EXIT_REFUSED, fail, print_json, print_table, server_options, shorten, with_client
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ def add_parser(sub: Any) -> None:
     search.add_argument("query")
     search.add_argument("--mode", choices=MODES, default=None, help="default: the server's (hybrid)")
     search.add_argument(
-        "-k", type=positive_int, default=None, metavar="N", help="hits to return (default: the server's, 10)"
+        "-k", type=int_within(1, 1000), default=None, metavar="N", help="hits to return, 1 to 1000 (default 10)"
     )
     search.add_argument(
         "--filter",

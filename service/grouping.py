@@ -3,9 +3,10 @@ groups, Elasticsearch's collapse and Meilisearch's distinct attribute keep a res
 (one site, one author, one product) over and over.
 
 The groups are drawn from the best `depth` documents of the fused (and reranked) list: the engine ranks that
-many, the hits are walked best first, and a hit is kept while one of its values has room. A document whose field
-holds a list belongs to the group of each of its values; one without the field (absent, null, an object) is a
-group of its own. A nested field is named by its dotted path (indexing/metadata_paths.py)."""
+many, the hits are walked best first, and a hit is kept while each of its values has room. A document whose field
+holds a list belongs to the group of each of its values (so it is left out once one of them is full); one without
+the field (absent, null, an object) is a group of its own. A nested field is named by its dotted path
+(indexing/metadata_paths.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from typing import Any, Protocol, TypeVar
 from indexing.filters import typed_key
 from indexing.metadata_paths import flatten, path_key
 
-MAX_DEPTH = 1000  # documents the groups of one query may be drawn from (each is ranked and hydrated)
+MAX_DEPTH = 1000  # documents the groups of one query may be drawn from, by default (service/search_requests.py)
 
 
 @dataclass(frozen=True)
@@ -48,13 +49,13 @@ H = TypeVar("H", bound=HasMetadata)
 
 
 def grouped(hits: Sequence[H], spec: GroupSpec, end: int) -> list[H]:
-    """The best `spec.depth_for(end)` of `hits` in their order, each kept while one of its values holds fewer than
-    `spec.size` kept hits (`end`: offset + k of the page asked for)."""
+    """The best `spec.depth_for(end)` of `hits` in their order, each kept while every one of its values holds fewer
+    than `spec.size` kept hits, so that no value's group passes `size` (`end`: offset + k of the page asked for)."""
     held: dict[tuple[str, Any], int] = {}
     out: list[H] = []
     for h in hits[: spec.depth_for(end)]:  # the engine ranks a few more, for documents deleted meanwhile
         values = group_values(h.metadata, spec.key)
-        if values and all(held.get(v, 0) >= spec.size for v in values):
+        if any(held.get(v, 0) >= spec.size for v in values):
             continue
         for v in values:
             held[v] = held.get(v, 0) + 1

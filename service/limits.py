@@ -49,7 +49,7 @@ def check_search_work(
             413,
             "payload_too_large",
             f"hits to rank, {what}, is {ranked * n}; the limit is {settings.max_search_hits} "
-            "(VELA_MAX_SEARCH_HITS): lower k or offset, or split the batch",
+            f"(VELA_MAX_SEARCH_HITS): lower {'k or offset' if ranked == k else 'group_by.depth'}, or split the batch",
         )
     if highlight and k * n > settings.max_highlight_hits:
         raise ApiError(

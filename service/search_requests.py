@@ -64,6 +64,7 @@ class FusionOptions(BaseModel):
 
 
 DEFAULT_DEPTH = 200
+MAX_GROUP_DEPTH = 1000  # documents a group_by draws from, at most (each is ranked and hydrated)
 
 
 class GroupByOptions(BaseModel):
@@ -79,7 +80,7 @@ class GroupByOptions(BaseModel):
     depth: int | None = Field(
         None,
         ge=1,
-        le=1000,
+        le=MAX_GROUP_DEPTH,
         description="the groups are drawn from the best `depth` documents, at least offset + k (unset: 10 x (offset "
         "+ k), at least 100, at most 1000, never below offset + k); with few distinct values, fewer than k hits come "
         "back",
@@ -173,15 +174,28 @@ class SearchOptions(HitParts):
             raise ValueError(f"rrf_k is RRF's constant: fusion method {method} does not use it")
         if self.weights is not None and self.fusion is not None and self.fusion.alpha is not None:
             raise ValueError("give rrf either weights or fusion.alpha (which sets both weights), not both")
+        end = self.offset + self.k
+        if self.group_by is not None:
+            self._resolve_group_depth(end)
         if self.mode == "hybrid":
             self._depth_reaches_the_page()
-        end = self.offset + self.k
-        if self.group_by is not None and self.group_by.depth is not None and self.group_by.depth < end:
-            raise ValueError(
-                f"group_by.depth ({self.group_by.depth}) is below offset + k ({end}): the groups are drawn from "
-                "that many documents, so the page would be short"
-            )
         return self
+
+    def _resolve_group_depth(self, end: int) -> None:
+        """group_by.depth as the search uses it: given, at least offset + k; unset, 10 x (offset + k) within [100,
+        1000] (no deeper than an explicit hybrid depth, whose fused list it is drawn from), never below the page."""
+        assert self.group_by is not None
+        if self.group_by.depth is not None:
+            if self.group_by.depth < end:
+                raise ValueError(
+                    f"group_by.depth ({self.group_by.depth}) is below offset + k ({end}): the groups are drawn from "
+                    "that many documents, so the page would be short"
+                )
+            return
+        depth = min(MAX_GROUP_DEPTH, max(100, 10 * end))
+        if self.mode == "hybrid" and "depth" in self.model_fields_set:
+            depth = min(depth, self.depth)
+        self.group_by.depth = max(depth, end)
 
     def _given(self, name: str) -> bool:
         """Sent, with another value than the schema's default."""
@@ -190,15 +204,21 @@ class SearchOptions(HitParts):
 
     def _depth_reaches_the_page(self) -> None:
         """Fusion reads each list to `depth` only, so a page past it would come back short or empty. An explicit
-        depth must reach `offset + k` (as Elasticsearch's rank_window_size must reach from + size); the default
-        one is deepened to it."""
+        depth must reach `offset + k` (as Elasticsearch's rank_window_size must reach from + size), and the
+        documents a group_by draws from; the default one is deepened to them."""
         end = self.offset + self.k
+        drawn = self.group_by.depth if self.group_by is not None and self.group_by.depth is not None else end
         if "depth" not in self.model_fields_set:
-            self.depth = max(DEFAULT_DEPTH, end)
+            self.depth = max(DEFAULT_DEPTH, end, drawn)
         elif self.depth < end:
             raise ValueError(
                 f"depth ({self.depth}) is below offset + k ({end}): hybrid fuses each list's top depth hits only, "
                 "so that page would be short; send depth >= offset + k (the same depth on every page of a query)"
+            )
+        elif self.depth < drawn:
+            raise ValueError(
+                f"depth ({self.depth}) is below group_by.depth ({drawn}): hybrid fuses each list's top depth hits "
+                "only, so the groups would be drawn from fewer documents; send depth >= group_by.depth"
             )
 
 

@@ -38,6 +38,8 @@ def http_options(
     url = base_url or os.environ.get("VELA_URL") or DEFAULT_URL
     check_url(url, "base_url" if base_url else "VELA_URL" if os.environ.get("VELA_URL") else "the default URL")
     key = api_key if api_key is not None else os.environ.get("VELA_API_KEY")
+    if key:
+        check_api_key(key, "api_key" if api_key is not None else "VELA_API_KEY")
     sent = {"User-Agent": f"vela-client/{__version__} httpx/{httpx.__version__}", "Accept": "application/json"}
     if key:
         sent["Authorization"] = f"Bearer {key}"
@@ -48,6 +50,15 @@ def http_options(
         "timeout": timeout,
         **(extra or {}),
     }
+
+
+def check_api_key(key: str, source: str) -> None:
+    """A key a header can carry as it is: printable ASCII, no space at either end. A key read from a file often ends
+    in a newline, which would otherwise fail every call as a bad header (and httpx's message shows the key)."""
+    if key != key.strip():
+        raise ValueError(f"{source}: the API key has a space or line break at one end (read from a file?)")
+    if not all(" " <= c <= "~" for c in key):
+        raise ValueError(f"{source}: the API key holds characters a header cannot carry (printable ASCII only)")
 
 
 def check_url(url: str, source: str) -> None:

@@ -160,6 +160,10 @@ def test_refused_as_given(client: VelaClient, capsys: pytest.CaptureFixture[str]
     assert "unauthorized" in one_line(capsys)
     assert vela(["jobs", "show", notes_job(client), "--api-key", "wrong"]) == 2
     assert "unauthorized" in one_line(capsys)
+    for action in ("show", "cancel", "retry", "wait"):  # refused by the client before sending: as given too
+        assert vela(["jobs", action, ""]) == 2
+        err = one_line(capsys)
+        assert "job_id must be a non-empty string" in err and "ValueError" not in err, err
     assert vela(["jobs", "list", "--kind", "upsert", "bogus"]) == 2  # the server's kinds, named by it
     assert "'upsert', 'delete'" in one_line(capsys)
     with pytest.raises(SystemExit) as usage:

@@ -132,3 +132,29 @@ def test_the_parser_imports_no_client() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]", out.stderr
+
+
+def test_what_a_terminal_would_act_on_is_shown_escaped(env: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from vela_client import VelaClient
+
+    from tests.cli.remote_server import API_KEY
+
+    doc = {"id": "e\x1b[31mred", "title": "\x1b]0;pwned\x07T", "text": "zeta \x1b[2J cleared \u202eevil"}
+    with VelaClient(env, api_key=API_KEY) as c:
+        c.index("weird", [doc], wait=True)
+    assert vela(["search", "weird", "zeta"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out
+    assert "e\\x1b[31mred" in out and "\\x1b]0;pwned\\x07T" in out and "\\u202eevil" in out
+
+
+@pytest.mark.parametrize("key", ["secret\n", " secret", "s\u00e9cret"])
+def test_a_key_no_header_can_carry_is_refused_without_showing_it(
+    env: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, key: str
+) -> None:
+    monkeypatch.setenv("VELA_API_KEY", key)
+    assert vela(["search", "notes", "tides"]) == 2
+    err = one_line(capsys)
+    assert "VELA_API_KEY: the API key" in err and "secret" not in err and "cret" not in err, err
+    assert vela(["search", "notes", "tides", "--api-key", key]) == 2
+    assert "--api-key: the API key" in one_line(capsys)

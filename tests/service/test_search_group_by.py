@@ -61,7 +61,7 @@ def _expected(hits: list[dict[str, Any]], key: str, size: int) -> list[str]:
     kept = []
     for h in hits:
         values = _values(h["metadata"], key)
-        if values and all(held.get(v, 0) >= size for v in values):
+        if any(held.get(v, 0) >= size for v in values):  # no group passes size
             continue
         for v in values:
             held[v] = held.get(v, 0) + 1
@@ -139,3 +139,37 @@ def test_the_documents_groups_are_drawn_from_count_against_the_hit_limit(
         assert over.status_code == 413, over.text
         assert "group_by.depth x queries, is 600" in over.json()["error"]["message"]
         assert c.post("/search/batch", json={**body, "queries": ["moon"] * 2}).status_code == 200
+
+
+def test_the_documents_drawn_from_deepen_the_hybrid_fusion() -> None:
+    """Hybrid fuses each list to `depth`: the groups' documents must come from that deep, or a page comes back
+    short on a collection larger than the fused lists."""
+    from pydantic import ValidationError
+
+    from service.search_requests import SearchRequest
+
+    def req(**body: Any) -> SearchRequest:
+        return SearchRequest.model_validate({"collection": "c", "query": "q", **body})
+
+    grouped = req(k=37, offset=40, group_by={"key": "cat"})
+    assert grouped.group_by is not None and (grouped.group_by.depth, grouped.depth) == (770, 770)
+    assert req(k=10, group_by={"key": "cat"}).depth == 200  # 100 documents drawn from a 200-deep fusion
+    capped = req(k=10, depth=150, group_by={"key": "cat"})
+    assert capped.group_by is not None and capped.group_by.depth == 100
+    within = req(k=10, depth=50, group_by={"key": "cat"})  # an explicit fusion depth bounds the default
+    assert within.group_by is not None and within.group_by.depth == 50
+    assert req(mode="dense", k=10, group_by={"key": "cat", "depth": 900}).group_by.depth == 900  # type: ignore[union-attr]
+    with pytest.raises(ValidationError, match=r"below group_by.depth \(500\)"):
+        req(k=10, depth=300, group_by={"key": "cat", "depth": 500})
+
+
+def test_a_document_in_several_groups_is_left_out_once_one_is_full() -> None:
+    from service.grouping import GroupSpec, grouped
+
+    class H:
+        def __init__(self, name: str, t: Any) -> None:
+            self.name, self.metadata = name, {"t": t}
+
+    hits = [H("A", ["a"]), H("B", ["a", "b"]), H("C", ["b", "a"]), H("D", "b"), H("E", None), H("F", 1), H("G", 1.0)]
+    assert [h.name for h in grouped(hits, GroupSpec("t", size=1), 7)] == ["A", "D", "E", "F"]
+    assert [h.name for h in grouped(hits, GroupSpec("t", size=2), 7)] == ["A", "B", "D", "E", "F", "G"]
