@@ -20,6 +20,7 @@ from indexing.engine import search as engine_search
 from indexing.filters import Node
 from indexing.ranking import RankRequest
 from service import timing
+from service.grouping import GroupSpec, grouped
 from service.search import DELETED_SLACK, SearchResult, assemble_results
 
 
@@ -64,6 +65,7 @@ def recommend(
     offset: int = 0,
     filter: Node | None = None,
     score_threshold: float | None = None,
+    group_by: GroupSpec | None = None,
 ) -> SearchResult:
     """The documents nearest the query vector of `like`/`unlike` (by their best passage), leaving out the named
     ones; DocumentsNotFound names the documents the collection does not hold."""
@@ -73,7 +75,8 @@ def recommend(
     with timing.stage("vectors"):
         qv = query_vector(collection, like, unlike)[None, :]  # (1, d)
     named = set(like) | set(unlike)
-    want = k + offset + len(named)  # the named documents are dropped after ranking
+    drawn = group_by.depth_for(k + offset) if group_by is not None else k + offset  # the groups' documents
+    want = drawn + len(named)  # the named documents are dropped after ranking
     req = RankRequest(mode="dense", k=want + DELETED_SLACK, filter=filter, score_threshold=score_threshold)
     with timing.stage("engine"):
         fused = engine_search(collection, fanout, qv, [""], req, versions=versions)
@@ -84,4 +87,5 @@ def recommend(
         queries=[""], results=fused, passage_of=passages.get, took_ms=took_ms, k_out=want + DELETED_SLACK, rerank=None
     )
     hits = [h for h in result.hits if h.id not in named]
+    hits = grouped(hits, group_by, offset + k) if group_by is not None else hits
     return SearchResult(hits=hits[offset : offset + k], took_ms=took_ms)

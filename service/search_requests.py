@@ -86,6 +86,20 @@ class GroupByOptions(BaseModel):
         "back",
     )
 
+    def resolve_depth(self, end: int, fused: int | None = None) -> None:
+        """The depth as the search uses it: given, at least `end` (offset + k); unset, 10 x `end` within [100,
+        1000] (no deeper than `fused`, an explicit hybrid depth whose fused list it is drawn from), never below
+        the page."""
+        if self.depth is not None:
+            if self.depth < end:
+                raise ValueError(
+                    f"group_by.depth ({self.depth}) is below offset + k ({end}): the groups are drawn from that many "
+                    "documents, so the page would be short"
+                )
+            return
+        depth = min(MAX_GROUP_DEPTH, max(100, 10 * end))
+        self.depth = max(depth if fused is None else min(depth, fused), end)
+
 
 MetadataKeys = Annotated[list[Annotated[str, Field(min_length=1, max_length=256)]], Field(max_length=256)]
 
@@ -182,20 +196,9 @@ class SearchOptions(HitParts):
         return self
 
     def _resolve_group_depth(self, end: int) -> None:
-        """group_by.depth as the search uses it: given, at least offset + k; unset, 10 x (offset + k) within [100,
-        1000] (no deeper than an explicit hybrid depth, whose fused list it is drawn from), never below the page."""
         assert self.group_by is not None
-        if self.group_by.depth is not None:
-            if self.group_by.depth < end:
-                raise ValueError(
-                    f"group_by.depth ({self.group_by.depth}) is below offset + k ({end}): the groups are drawn from "
-                    "that many documents, so the page would be short"
-                )
-            return
-        depth = min(MAX_GROUP_DEPTH, max(100, 10 * end))
-        if self.mode == "hybrid" and "depth" in self.model_fields_set:
-            depth = min(depth, self.depth)
-        self.group_by.depth = max(depth, end)
+        fused = self.depth if self.mode == "hybrid" and "depth" in self.model_fields_set else None
+        self.group_by.resolve_depth(end, fused)
 
     def _given(self, name: str) -> bool:
         """Sent, with another value than the schema's default."""
@@ -266,9 +269,12 @@ class RecommendRequest(HitParts):
     offset: int = Field(0, ge=0, le=10_000, description="hits to skip: the page after them is returned")
     filter: FilterJson = FilterField
     score_threshold: float | None = Field(None, description="leave out hits whose cosine is below this")
+    group_by: GroupByOptions | None = Field(None, description="at most `size` hits per value of a metadata field")
 
     @model_validator(mode="after")
     def _bounded(self) -> RecommendRequest:
+        if self.group_by is not None:
+            self.group_by.resolve_depth(self.offset + self.k)
         if len(self.like) + len(self.unlike) > MAX_RECOMMEND_IDS:
             raise ValueError(f"like and unlike name at most {MAX_RECOMMEND_IDS} documents together")
         both = sorted(set(self.like) & set(self.unlike))

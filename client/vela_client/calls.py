@@ -258,6 +258,7 @@ def recommend(
     score_threshold: float | None,
     with_text: bool | None = None,
     with_metadata: bool | Sequence[str] | None = None,
+    group_by: Mapping[str, Any] | None = None,
 ) -> Call[SearchResponse]:
     for name, ids in (("like", like), ("unlike", unlike)):
         if isinstance(ids, str):  # a str is an iterable of one-letter ids: surely a mistake
@@ -272,6 +273,7 @@ def recommend(
         score_threshold=score_threshold,
         with_text=with_text,
         with_metadata=with_metadata if isinstance(with_metadata, bool | None) else list(with_metadata),
+        group_by=dict(group_by) if group_by is not None else None,
     )
     return routes.RECOMMEND.call(_model(SearchResponse), json=body)
 

@@ -165,12 +165,16 @@ class VelaClient(SyncDocumentsMixin, SyncBulkMixin, SyncCollectionsMixin, SyncSn
         score_threshold: float | None = None,
         with_text: bool | None = None,
         with_metadata: bool | Sequence[str] | None = None,
+        group_by: Mapping[str, Any] | None = None,
     ) -> SearchResponse:
         """Documents like the stored documents `like` (and unlike `unlike`), by their stored vectors; the named
         documents are never among the hits. NotFound (document_not_found) names any the collection lacks.
-        `with_text` / `with_metadata`: what each hit carries, as in a search."""
+        `with_text` / `with_metadata`: what each hit carries, `group_by` at most `size` hits per value of a metadata
+        field, as in a search."""
         return self._send(
-            calls.recommend(collection, like, unlike, k, offset, filter, score_threshold, with_text, with_metadata)
+            calls.recommend(
+                collection, like, unlike, k, offset, filter, score_threshold, with_text, with_metadata, group_by
+            )
         )
 
     # Jobs

@@ -76,6 +76,11 @@ def test_unlike_filter_threshold_and_pages(server: Any) -> None:
     )  # a document counts once, however often it is named
     both = [h for h, _ in _ids(client, like=["tides1", "tides2"], k=10)]
     assert not {"tides1", "tides2"} & set(both)
+    topic = {d["id"]: d["metadata"]["t"] for d in DOCS}
+    one_each = _ids(client, like=["tides1"], k=10, group_by={"key": "t"})  # the best of each topic
+    assert one_each == [every[0], next(h for h in every if topic[h[0]] == "food")]
+    two_each = [h for i, h in enumerate(every) if [topic[x[0]] for x in every[: i + 1]].count(topic[h[0]]) <= 2]
+    assert _ids(client, like=["tides1"], k=10, group_by={"key": "t", "size": 2}) == two_each
 
 
 def test_the_query_vector_is_the_average_of_unit_length_document_means(server: Any) -> None:

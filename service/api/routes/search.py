@@ -120,7 +120,7 @@ def _searched(state: AppState, name: str, **kw: Any) -> list[SearchResult]:
         raise ApiError(404, "collection_not_found", f"no collection named {shown(name)}") from exc
 
 
-def _group_spec(opts: SearchOptions, schema: dict[str, Any]) -> GroupSpec | None:
+def _group_spec(opts: SearchOptions | RecommendRequest, schema: dict[str, Any]) -> GroupSpec | None:
     """The request's group_by; a field a strict schema does not declare is a 422, as in a filter."""
     g = opts.group_by
     if g is None:
@@ -266,7 +266,10 @@ recommend_router = APIRouter(prefix="/recommend", tags=["search"], route_class=J
 async def recommend_documents(body: RecommendRequest, state: State) -> Response:
     """Documents like the stored documents `like` (and unlike `unlike`), found with their stored vectors: no text
     is encoded. The named documents are never among the hits; 404 document_not_found names any not stored."""
-    check_search_work(state.settings, queries=[""], k=body.k + body.offset + len(body.like) + len(body.unlike), depth=1)
+    named = len(body.like) + len(body.unlike)
+    end = body.k + body.offset
+    drawn = body.group_by.depth if body.group_by is not None and body.group_by.depth is not None else end
+    check_search_work(state.settings, queries=[""], k=end + named, depth=1, ranked=drawn + named)
     try:
         coll = state.collections.get(body.collection)
     except CollectionNotFound as exc:
@@ -283,6 +286,7 @@ async def recommend_documents(body: RecommendRequest, state: State) -> Response:
             offset=body.offset,
             filter=node,
             score_threshold=body.score_threshold,
+            group_by=_group_spec(body, coll.settings.schema),
         )
     except DocumentsNotFound as exc:
         missing = ", ".join(shown(d) for d in exc.missing[:5])
