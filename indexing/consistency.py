@@ -30,6 +30,7 @@ class Shard(Protocol):
 def check_shard(shard: Shard) -> str:
     """ "ok", "committed: ...", "rebuilt: ..." or "stale: ..." (a contextual collection is left to its next job, which
     encodes against its corpus context). The caller holds the collection's writer lock."""
+    shard.docstore.purge_replaced()  # what rewrites replaced, kept a few minutes past their publish
     try:
         m = current_manifest(shard.segments_dir)
         if m is None:

@@ -186,4 +186,10 @@ class DocStore(DocStoreReads):
         keys = [int(p) for p in pids]
         self._select_in("DELETE FROM dead_passages WHERE pid IN ({marks})", keys)
         self._select_in(f"UPDATE replaced_passages SET forgotten_at = {now!r} WHERE pid IN ({{marks}})", keys)
+        self.purge_replaced(now)
+
+    def purge_replaced(self, now: float | None = None) -> None:
+        """Drop what replaced passages showed once REPLACED_GRACE_S have passed since their publish: at each publish
+        that forgets passages, and at start-up (a collection written to no more keeps none for longer)."""
+        now = time.time() if now is None else now
         self._conn().execute("DELETE FROM replaced_passages WHERE forgotten_at < ?", (now - REPLACED_GRACE_S,))

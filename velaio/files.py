@@ -169,6 +169,9 @@ def init_sqlite(path: Path, init: Callable[[sqlite3.Connection], None]) -> None:
             conn.close()
 
 
+WAL_KEEP_BYTES = 4 * 1024 * 1024
+
+
 def connect_sqlite(path: Path, *, foreign_keys: bool = False) -> sqlite3.Connection:
     """A connection to a database made by init_sqlite (WAL, FULL sync: a commit is on disk when it returns).
 
@@ -183,6 +186,9 @@ def connect_sqlite(path: Path, *, foreign_keys: bool = False) -> sqlite3.Connect
     conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
     conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
     conn.execute("PRAGMA synchronous=FULL")
+    # After each checkpoint the write-ahead log is cut back to this size: SQLite otherwise keeps the file at the
+    # largest size a burst of writes gave it, for as long as the database is open.
+    conn.execute(f"PRAGMA journal_size_limit={WAL_KEEP_BYTES}")
     if foreign_keys:
         conn.execute("PRAGMA foreign_keys=ON")
     return conn

@@ -92,3 +92,24 @@ def test_the_old_version_is_read_until_purged_and_a_deleted_document_not_at_all(
     monkeypatch.setattr(docstore_mod, "REPLACED_GRACE_S", -1.0)
     store.forget_dead(np.empty(0, np.int64))  # a later commit: purged
     assert pa not in store.passages([pa])
+    # A store written to no more purges them at start-up (its consistency check), past the grace period too.
+    monkeypatch.setattr(docstore_mod, "REPLACED_GRACE_S", 300.0)
+    store.upsert([doc("a", "third", {"v": 3})])
+    store.forget_dead(store.dead_pids())
+    count = "SELECT count(*) FROM replaced_passages"
+    assert store._conn().execute(count).fetchone()[0] == 1  # type: ignore[attr-defined]
+    from indexing.consistency import check_shard
+
+    class Shard:  # what the start-up check reads of a shard; its manifest is missing: it rebuilds, as at creation
+        root, segments_dir, docstore = tmp_path, tmp_path / "segments", store
+
+        def commit(self) -> int:
+            return 0
+
+        def index_writer(self) -> Any:
+            raise RuntimeError("not reached: the purge comes first")
+
+    monkeypatch.setattr(docstore_mod, "REPLACED_GRACE_S", -1.0)  # the grace period has passed
+    with pytest.raises(RuntimeError, match="the purge comes first"):
+        check_shard(Shard())
+    assert store._conn().execute(count).fetchone()[0] == 0  # type: ignore[attr-defined]
