@@ -56,9 +56,11 @@ class GracefulStop:
 
 @contextmanager
 def terminate_as_interrupt() -> Iterator[None]:
-    """While entered (main thread only), SIGTERM raises KeyboardInterrupt as Ctrl-C does, for work that has no safe
-    point to stop at but cleans up on an interrupt: by default SIGTERM (systemd, docker stop, `timeout`) ends the
-    process at once and no `finally` runs. The handler that was there before comes back on exit."""
+    """While entered (main thread only), SIGTERM and SIGINT raise KeyboardInterrupt, for work that has no safe point
+    to stop at but cleans up on an interrupt: by default SIGTERM (systemd, docker stop, `timeout`) ends the process
+    at once and no `finally` runs. SIGINT gets the same handler rather than whatever the process inherited: a
+    process started in the background of a non-interactive shell inherits SIGINT ignored, and `kill -INT` (or a
+    supervisor's Ctrl-C) would then do nothing here. The handlers that were there before come back on exit."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -66,11 +68,12 @@ def terminate_as_interrupt() -> Iterator[None]:
     def _raise(_signum: int, _frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
-    before = signal.signal(signal.SIGTERM, _raise)
+    before = {sig: signal.signal(sig, _raise) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, before)
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
 
 
 def run_off_main_thread(work: Callable[[], T], *, name: str) -> T:

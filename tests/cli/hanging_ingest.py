@@ -57,6 +57,9 @@ def main() -> int:
     # SIGUSR1 prints every thread's stack to stderr: a test that finds this process still running where it should
     # have ended shows where it was before killing it.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
+    # Started as a non-interactive shell starts a background job (`make test &`, CI runners): SIGINT ignored. What
+    # `vela ingest` does on Ctrl-C must not depend on the handler it inherits.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     mode, marker, argv = sys.argv[1], Path(sys.argv[2]), sys.argv[3:]
     if mode == "merge":
         hang_after_commit(marker)

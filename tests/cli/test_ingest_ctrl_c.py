@@ -1,5 +1,6 @@
 """Ctrl-C in a real `vela ingest` process while a batch, or the background work after the jobs, is inside a long
-native call (tests/cli/hanging_ingest.py): the signals are handled at once, not when the call returns."""
+native call (tests/cli/hanging_ingest.py): the signals are handled at once, not when the call returns, and whatever
+SIGINT handler the process inherited (it starts with SIGINT ignored, as a background job of a shell does)."""
 
 from __future__ import annotations
 
