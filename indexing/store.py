@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import json
 import logging
 import shutil
 import sqlite3
@@ -26,6 +25,7 @@ from indexing.collection import (
     load_settings,
     validate_name,
 )
+from indexing.collection_make import make_in_place, open_collection, same_embedder
 from indexing.collection_settings import COLLECTIONS_FOLDER
 from indexing.engine import LOCAL_FANOUT
 from indexing.generations import serving_root
@@ -33,33 +33,13 @@ from indexing.manifest import ManifestError
 from indexing.refresh_backoff import RefreshBackoff
 from indexing.segment import SegmentError
 from indexing.shard_budget import ShardCap, check_new_collection, check_shard_cap
-from indexing.shards import ShardedCollection
-from velaio.files import file_lock, write_atomic
+from velaio.files import file_lock
 
 log = logging.getLogger("vela.collections")
 REFRESH_S = 0.05  # how often the background reader looks for newly published manifests
 # What reading a collection raises when its files go from under the read (deleted meanwhile, or damaged).
 READ_FAULTS = (IndexNotReady, ManifestError, SegmentError, sqlite3.OperationalError, FileNotFoundError)
 CREATE_LOCK = "collections.lock"  # in the data directory: held while a collection is checked against the caps and made
-
-
-def open_collection(root: Path, settings: CollectionSettings) -> Collection:
-    """A collection directory as its settings say: one doc store, or shards (each a collection directory)."""
-    if settings.shards == 1:
-        return Collection(root, settings)
-    return ShardedCollection(root, settings)
-
-
-def read_collection(root: Path) -> Collection:
-    """Open the collection directory at `root` on its own (a shard, from a process that holds no store)."""
-    return open_collection(root, load_settings(root))
-
-
-def _same_embedder(root: Path, settings: CollectionSettings) -> None:
-    """Creating a collection that exists is fine when it asks for the same embedder."""
-    existing = load_settings(root)
-    if existing.embedder != settings.embedder:
-        raise CollectionConflict(f"collection {settings.name!r} already uses embedder {existing.embedder!r}")
 
 
 class CollectionStore:
@@ -277,28 +257,12 @@ class CollectionStore:
         with self._creating():  # two processes creating at the same moment cannot both pass the shard cap
             root = self.root / settings.name
             if (root / SETTINGS_FILE).is_file():
-                _same_embedder(root, settings)
+                same_embedder(root, settings)
                 return self._get_locked(settings.name)
             self.check_shard_room(settings.name, settings.shards)  # before anything is made: refused, nothing is left
-            for stale in self.root.glob(".new-*"):  # left by a process killed while creating (none creates now)
-                shutil.rmtree(stale, ignore_errors=True)
             if root.exists():  # no settings: what a job or merge left of a deleted collection, never a collection
                 shutil.rmtree(self._to_trash(root), ignore_errors=True)
-            # Build it aside and rename it into place, so a half-created collection is never seen.
-            tmp = self.root / f".new-{uuid.uuid4().hex}"
-            tmp.mkdir(parents=True)
-            try:
-                coll = open_collection(tmp, settings)
-                coll.check_consistency()  # an empty published index: searchable at once
-                coll.close()
-                write_atomic(tmp / SETTINGS_FILE, json.dumps(settings.to_json(), indent=2).encode())
-                tmp.rename(root)
-            except BaseException:  # a full disk, say: nothing half made is left
-                shutil.rmtree(tmp, ignore_errors=True)
-                if not (root / SETTINGS_FILE).is_file():
-                    raise
-                # made meanwhile by a process that took no lock (an older release): theirs stands, as if first
-                _same_embedder(root, settings)
+            make_in_place(self.root, settings)
             return self._get_locked(settings.name)
 
     def delete(self, name: str) -> None:

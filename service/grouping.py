@@ -40,7 +40,8 @@ class HasMetadata(Protocol):
 
 def group_values(metadata: dict[str, Any], key: str) -> set[tuple[str, Any]]:
     """The values a document is grouped by (as a filter's `match` compares them: 1 and 1.0 alike, true apart)."""
-    value = flatten(metadata).get(path_key(key))
+    key = path_key(key)
+    value = metadata.get(key) if "." not in key else flatten(metadata).get(key)  # a dotted path alone needs the view
     items = value if isinstance(value, list) else [value]
     return {k for k in (typed_key(v) for v in items if v is not None) if k is not None}
 
