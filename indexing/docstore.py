@@ -23,7 +23,7 @@ from indexing.docstore_records import (
     StoredDocument,
     _init_schema,
 )
-from velaio.files import connect_sqlite, init_sqlite, rollback
+from velaio.files import connect_sqlite, init_sqlite, write_transaction
 
 # How long a replaced passage's old text stays readable after the commit that replaced it in the index has
 # published: past the request deadline (60 s by default) and a background reader's refresh, so that a search that
@@ -69,9 +69,8 @@ class DocStore(DocStoreReads):
     def upsert(self, docs: Iterable[StoredDocument]) -> int:
         """Replace each document and its passages in one transaction; returns the new change seq."""
         conn = self._conn()
-        conn.execute("BEGIN IMMEDIATE")
         n_changed = 0
-        try:
+        with write_transaction(conn):
             for d in docs:
                 conn.execute("DELETE FROM passages WHERE doc_id = ?", (d.doc_id,))
                 conn.execute(
@@ -93,28 +92,19 @@ class DocStore(DocStoreReads):
                 )
             conn.execute("UPDATE meta SET value = value + ? WHERE key = 'doc_changes'", (n_changed,))
             seq = self._bump(conn)
-            conn.execute("COMMIT")
             return seq
-        except BaseException:
-            rollback(conn)
-            raise
 
     def delete(self, doc_ids: Sequence[str]) -> int:
         """Delete documents (and their passages); returns how many existed."""
         conn = self._conn()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with write_transaction(conn):
             n = 0
             for doc_id in doc_ids:
                 conn.execute("DELETE FROM passages WHERE doc_id = ?", (doc_id,))
                 n += conn.execute("DELETE FROM documents WHERE doc_id = ?", (doc_id,)).rowcount
             conn.execute("UPDATE meta SET value = value + ? WHERE key = 'doc_changes'", (n,))
             self._bump(conn)
-            conn.execute("COMMIT")
             return n
-        except BaseException:
-            rollback(conn)
-            raise
 
     def replace_embeddings(self, doc_id: str, embeddings: np.ndarray, context_id: str) -> None:
         """New vectors for a document's passages, in passage order (pids unchanged): a context refresh."""
@@ -122,8 +112,7 @@ class DocStore(DocStoreReads):
 
     def replace_many(self, items: Sequence[tuple[str, np.ndarray]], context_id: str) -> int:
         conn = self._conn()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with write_transaction(conn):
             for doc_id, embeddings in items:
                 pids = [r[0] for r in conn.execute("SELECT pid FROM passages WHERE doc_id = ? ORDER BY idx", (doc_id,))]
                 if len(pids) != len(embeddings):
@@ -135,11 +124,7 @@ class DocStore(DocStoreReads):
                 )
                 conn.execute("UPDATE documents SET context_id = ? WHERE doc_id = ?", (context_id, doc_id))
             seq = self._bump(conn)
-            conn.execute("COMMIT")
             return seq
-        except BaseException:
-            rollback(conn)
-            raise
 
     def rewrite_metadata(self, items: Sequence[tuple[str, dict[str, Any], str]], first_pid: int | None = None) -> int:
         """New metadata (and content hash) for documents, without re-embedding: each document's passages are
@@ -148,8 +133,7 @@ class DocStore(DocStoreReads):
         from `first_pid` on (a sharded collection numbers them across shards), else the autoincrement.
         Documents gone meanwhile are skipped. Returns the next free passage id."""
         conn = self._conn()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with write_transaction(conn):
             pid = first_pid
             for doc_id, metadata, chash in items:
                 rows = conn.execute(
@@ -168,10 +152,6 @@ class DocStore(DocStoreReads):
                 )
                 pid = None if pid is None else pid + len(rows)
             self._bump(conn)
-            conn.execute("COMMIT")
-        except BaseException:
-            rollback(conn)
-            raise
         return pid if pid is not None else self.next_pid()
 
     @staticmethod

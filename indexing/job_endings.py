@@ -11,7 +11,7 @@ from typing import Any
 
 from indexing.job_lookups import UNFINISHED
 from indexing.job_types import JobStatus
-from velaio.files import rollback
+from velaio.files import write_transaction
 
 _QUEUED, _RUNNING, _CANCELLED = JobStatus.QUEUED.value, JobStatus.RUNNING.value, JobStatus.CANCELLED.value
 
@@ -56,8 +56,7 @@ def requeue(conn: sqlite3.Connection, job_id: str) -> bool:
 
 def request_cancel(conn: sqlite3.Connection, job_id: str) -> bool:
     """A queued job cancelled now, a running one asked to stop; an ended one left. False: there is no such job."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with write_transaction(conn):
         row = conn.execute("SELECT status FROM jobs WHERE id = ?", (job_id,)).fetchone()
         if row is not None and row[0] == _QUEUED:
             conn.execute(
@@ -66,24 +65,15 @@ def request_cancel(conn: sqlite3.Connection, job_id: str) -> bool:
             )
         elif row is not None and row[0] == _RUNNING:
             conn.execute("UPDATE jobs SET cancel_requested = 1 WHERE id = ?", (job_id,))
-        conn.execute("COMMIT")
-    except BaseException:
-        rollback(conn)
-        raise
     return row is not None
 
 
 def cancel_collection(conn: sqlite3.Connection, collection: str) -> None:
     """Every unfinished job of the collection: the queued ones cancelled now, the running ones asked to stop."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with write_transaction(conn):
         conn.execute(
             "UPDATE jobs SET status = ?, finished_at = ?, payload = NULL, cancel_requested = 1 "
             "WHERE collection = ? AND status = ?",
             (_CANCELLED, time.time(), collection, _QUEUED),
         )
         conn.execute("UPDATE jobs SET cancel_requested = 1 WHERE collection = ? AND status = ?", (collection, _RUNNING))
-        conn.execute("COMMIT")
-    except BaseException:
-        rollback(conn)
-        raise

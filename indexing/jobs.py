@@ -38,7 +38,7 @@ from indexing.job_types import (
     JobStoreMoved,
     without_paths,
 )
-from velaio.files import connect_sqlite, file_identity, init_sqlite, rollback
+from velaio.files import connect_sqlite, file_identity, init_sqlite, write_transaction
 
 # The job types are defined in indexing/job_types.py; callers import them from here, beside the store.
 __all__ = [
@@ -122,16 +122,10 @@ class JobStore:
     def _admitted(self, ask: bool) -> Iterator[sqlite3.Connection]:
         """A write transaction in which `admit` (when `ask`) was asked first: its count of unfinished jobs and the
         insert made in the block are one step, so that processes queueing at once cannot pass the limit together."""
-        conn = self._conn()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with write_transaction(self._conn()) as conn:
             if ask and self.admit is not None:
                 self.admit()  # on this thread's connection: inside the transaction
             yield conn
-            conn.execute("COMMIT")
-        except BaseException:
-            rollback(conn)
-            raise
 
     def create_unless_unfinished(
         self,

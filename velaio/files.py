@@ -194,6 +194,19 @@ def connect_sqlite(path: Path, *, foreign_keys: bool = False) -> sqlite3.Connect
     return conn
 
 
+@contextmanager
+def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One write transaction on `conn` (BEGIN IMMEDIATE: the write lock is taken at once, so reads in the block see
+    what no other writer can change before the commit), committed when the block ends, rolled back on any error."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+        conn.execute("COMMIT")
+    except BaseException:
+        rollback(conn)
+        raise
+
+
 def rollback(conn: sqlite3.Connection) -> None:
     """Roll back the open transaction, if one is still open: SQLite rolls back by itself on some errors (a
     full disk), and a second ROLLBACK would then raise and hide the error that mattered."""
