@@ -42,7 +42,7 @@ def value_fits(value: Any, kind: str) -> bool:
 def misfit_field(fields: Mapping[str, str], metadata: Mapping[str, Any]) -> tuple[str, Any] | None:
     """The first declared field whose value in `metadata` is not of its type, with that value; None when all fit.
     A declared field may be nested (`author.name`): its values are found by its path (indexing/metadata_paths.py)."""
-    md = flatten(metadata)
+    md = flatten(metadata) if any("." in key for key in fields) else metadata  # top-level fields need no view
     for key, kind in fields.items():
         if key in md and not value_fits(md[key], kind):
             return key, md[key]
