@@ -12,7 +12,7 @@ Imports only httpx, pydantic and anyio: no model or index code comes with it.
 
 from vela_client.async_client import AsyncVelaClient
 from vela_client.bulk import IndexProgress
-from vela_client.calls import DocumentLike, SearchOptions
+from vela_client.calls import DocumentLike
 from vela_client.errors import (
     ChecksumMismatch,
     ClientClosed,
@@ -62,6 +62,7 @@ from vela_client.models import (
     StoredDocument,
 )
 from vela_client.retry import NO_RETRY, RetryPolicy
+from vela_client.search_calls import SearchOptions
 from vela_client.sync_client import VelaClient
 from vela_client.version import __version__
 

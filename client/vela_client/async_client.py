@@ -15,12 +15,11 @@ from typing import Any, TypeVar, Unpack
 import anyio
 import httpx
 
-from vela_client import calls
+from vela_client import calls, search_calls
 from vela_client.async_bulk import AsyncBulkMixin
 from vela_client.async_collections import AsyncCollectionsMixin
 from vela_client.async_documents import AsyncDocumentsMixin
 from vela_client.async_snapshots import AsyncSnapshotsMixin
-from vela_client.calls import SearchOptions
 from vela_client.config import DEFAULT_TIMEOUT_S
 from vela_client.config import http_options as _options
 from vela_client.errors import ClientClosed, error_from_transport
@@ -36,6 +35,7 @@ from vela_client.models import (
 )
 from vela_client.retry import RetryPolicy, retry_delay
 from vela_client.routes import Call
+from vela_client.search_calls import SearchOptions
 from vela_client.transfers import file_chunks_async
 from vela_client.waiting import AsyncProgressCallback, JobRef, JobWatch, check_wait_options, finished, job_id_of
 
@@ -146,13 +146,13 @@ class AsyncVelaClient(AsyncDocumentsMixin, AsyncBulkMixin, AsyncCollectionsMixin
 
     async def search(self, collection: str, query: str, **options: Unpack[SearchOptions]) -> SearchResponse:
         """Dense, BM25 or hybrid search; options left out take the server's defaults."""
-        return await self._send(calls.search(query, calls.search_options(collection, options)))
+        return await self._send(search_calls.search(query, search_calls.search_options(collection, options)))
 
     async def search_batch(
         self, collection: str, queries: Iterable[str], **options: Unpack[SearchOptions]
     ) -> BatchSearchResponse:
         """Many queries with the same options in one request; `results[i]` answers `queries[i]`."""
-        return await self._send(calls.search_batch(queries, calls.search_options(collection, options)))
+        return await self._send(search_calls.search_batch(queries, search_calls.search_options(collection, options)))
 
     async def recommend(
         self,
@@ -173,7 +173,7 @@ class AsyncVelaClient(AsyncDocumentsMixin, AsyncBulkMixin, AsyncCollectionsMixin
         `with_text` / `with_metadata`: what each hit carries, `group_by` at most `size` hits per value of a metadata
         field, as in a search."""
         return await self._send(
-            calls.recommend(
+            search_calls.recommend(
                 collection, like, unlike, k, offset, filter, score_threshold, with_text, with_metadata, group_by
             )
         )

@@ -14,8 +14,7 @@ from typing import Any, TypeVar, Unpack
 
 import httpx
 
-from vela_client import calls
-from vela_client.calls import SearchOptions
+from vela_client import calls, search_calls
 from vela_client.config import DEFAULT_TIMEOUT_S
 from vela_client.config import http_options as _options
 from vela_client.errors import ClientClosed, error_from_transport
@@ -31,6 +30,7 @@ from vela_client.models import (
 )
 from vela_client.retry import RetryPolicy, retry_delay
 from vela_client.routes import Call
+from vela_client.search_calls import SearchOptions
 from vela_client.sync_bulk import SyncBulkMixin
 from vela_client.sync_collections import SyncCollectionsMixin
 from vela_client.sync_documents import SyncDocumentsMixin
@@ -145,13 +145,13 @@ class VelaClient(SyncDocumentsMixin, SyncBulkMixin, SyncCollectionsMixin, SyncSn
 
     def search(self, collection: str, query: str, **options: Unpack[SearchOptions]) -> SearchResponse:
         """Dense, BM25 or hybrid search; options left out take the server's defaults."""
-        return self._send(calls.search(query, calls.search_options(collection, options)))
+        return self._send(search_calls.search(query, search_calls.search_options(collection, options)))
 
     def search_batch(
         self, collection: str, queries: Iterable[str], **options: Unpack[SearchOptions]
     ) -> BatchSearchResponse:
         """Many queries with the same options in one request; `results[i]` answers `queries[i]`."""
-        return self._send(calls.search_batch(queries, calls.search_options(collection, options)))
+        return self._send(search_calls.search_batch(queries, search_calls.search_options(collection, options)))
 
     def recommend(
         self,
@@ -172,7 +172,7 @@ class VelaClient(SyncDocumentsMixin, SyncBulkMixin, SyncCollectionsMixin, SyncSn
         `with_text` / `with_metadata`: what each hit carries, `group_by` at most `size` hits per value of a metadata
         field, as in a search."""
         return self._send(
-            calls.recommend(
+            search_calls.recommend(
                 collection, like, unlike, k, offset, filter, score_threshold, with_text, with_metadata, group_by
             )
         )

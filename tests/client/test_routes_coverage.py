@@ -1,5 +1,5 @@
 """The client covers every operation the API publishes: a route added to the server without a client method fails
-here (add it in vela_client/routes.py, vela_client/calls.py and both clients)."""
+here (add it in vela_client/routes.py, a vela_client/*calls.py module and both clients)."""
 
 from __future__ import annotations
 

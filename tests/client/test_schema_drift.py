@@ -9,7 +9,7 @@ import typing
 import pytest
 from pydantic import BaseModel
 from vela_client import AsyncVelaClient, VelaClient, models
-from vela_client.calls import SearchOptions
+from vela_client.search_calls import SearchOptions
 
 from service import document_schemas, reindex_schemas, schemas, search_requests, search_schemas, snapshot_schemas
 from service.api.routes.limits import LimitsOut
