@@ -137,10 +137,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_datasets_parser(sub)
 
     # The commands that talk to a running server: argparse only here, the client is imported on use (cli/remote.py).
-    from cli import alias_cmd, collections_cmd, jobs_cmd, search_cmd, snapshot
+    from cli import alias_cmd, collections_cmd, jobs_cmd, search_cmd, snapshot, token_cmd
 
     for remote in (snapshot, jobs_cmd, collections_cmd, alias_cmd, search_cmd):
         remote.add_parser(sub)
+    token_cmd.add_parser(sub)  # signs with a key here: talks to no server
 
     add_train_parser(sub)
     add_bench_parser(sub)

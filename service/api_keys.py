@@ -1,6 +1,6 @@
 """API keys, checked on a request's headers before any body byte is read: `require_key` (the ASGI middleware) and
 `key_check`, which the per-route dependency (service/deps.py) runs again. Keys of VELA_API_KEYS do everything; keys
-of VELA_READ_API_KEYS only read."""
+of VELA_READ_API_KEYS only read; tokens signed with a key of VELA_API_KEYS reach what they grant."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from collections.abc import Iterable
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from service.access_tokens import ACCESS_STATE, FULL, READ_ONLY, TokenError, looks_like_token, scoped_refusal, verify
 from service.errors import error_response
 
 MISSING_KEY = "missing API key: send 'Authorization: Bearer <key>' or 'X-API-Key'"
@@ -51,19 +52,35 @@ def key_refusal(headers: Iterable[tuple[bytes, bytes]], keys: frozenset[bytes]) 
 
 # What a read-only key (VELA_READ_API_KEYS) may do besides GET and HEAD: the POSTs that only read.
 _READ_POSTS = re.compile(r"/search|/search/batch|/recommend|/collections/[^/]+/(count|facet)")
-READ_ONLY = "this API key may only read (searches, counts, facets, recommendations, GETs): writing needs another key"
+READ_ONLY_MESSAGE = (
+    "this API key may only read (searches, counts, facets, recommendations, GETs): writing needs another key"
+)
 
 
 def key_check(scope: Scope, keys: frozenset[bytes], read_keys: frozenset[bytes]) -> tuple[int, str, str] | None:
     """The refusal (status, code, message) of a request under API keys, or None when its key lets it through: any
-    key of `keys`, or a key of `read_keys` on a request that only reads."""
+    key of `keys`, a key of `read_keys` on a request that only reads, or a token one of `keys` signed on a request
+    its grant reaches (service/access_tokens.py). The access found is left in the request's state (`access_of`)."""
     refusal = key_refusal(scope["headers"], keys | read_keys)
-    if refusal is not None:
+    given = _given_key(scope["headers"]) or b""
+    if refusal == "invalid API key" and looks_like_token(given):
+        try:
+            access = verify(given, keys)
+        except TokenError as exc:
+            return 401, "unauthorized", str(exc)
+    elif refusal is not None:
         return 401, "unauthorized", refusal
-    if read_keys and not key_matches(_given_key(scope["headers"]) or b"", keys):
-        method = scope.get("method", "GET")
-        if method not in ("GET", "HEAD") and not (method == "POST" and _READ_POSTS.fullmatch(scope["path"])):
-            return 403, "forbidden", READ_ONLY
+    else:
+        access = READ_ONLY if read_keys and not key_matches(given, keys) else FULL
+    scope.setdefault("state", {})[ACCESS_STATE] = access
+    method, path = scope.get("method", "GET"), scope["path"]
+    if access.read_only:
+        if method not in ("GET", "HEAD") and not (method == "POST" and _READ_POSTS.fullmatch(path)):
+            return 403, "forbidden", READ_ONLY_MESSAGE
+    elif access.grant is not None:
+        denied = scoped_refusal(method, path, access.grant)
+        if denied is not None:
+            return 403, "forbidden", denied
     return None
 
 

@@ -7,6 +7,7 @@ from fastapi import APIRouter, Request, Response, status
 import service.api.doc_id_path  # noqa: F401  registers {doc_id:doc_id} before the routes below
 from indexing.collection import NAME_RE, CollectionConflict, CollectionNotFound
 from indexing.jobs import Job, JobKind
+from service.access import RequestAccess, granted_names
 from service.api.creation_errors import creation_errors
 from service.api.json_body import JsonRoute
 from service.deps import State
@@ -48,9 +49,9 @@ def collection_out(state: Any, coll: Any, *, with_generations: bool = False) -> 
 
 
 @router.get("", response_model=CollectionList)
-def list_collections(state: State) -> CollectionList:
+def list_collections(state: State, access: RequestAccess) -> CollectionList:
     out = []
-    for name in state.collections.names():
+    for name in granted_names(access, state.collections.names(), state.collections.resolve):
         try:
             out.append(collection_out(state, state.collections.get(name)))
         except CollectionNotFound:

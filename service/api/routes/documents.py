@@ -13,6 +13,8 @@ from indexing.collection import Collection, CollectionNotFound
 from indexing.docstore import DocumentRecord
 from indexing.facets import FacetError
 from indexing.filters import FilterError, Node
+from service.access import RequestAccess, read_filter, visible, visible_only
+from service.access_tokens import Access
 from service.api.json_body import JsonRoute
 from service.api.routes.collections import not_found
 from service.deps import State
@@ -48,7 +50,7 @@ from service.document_schemas import (
     StoredDocumentOut,
 )
 from service.documents import BatchTooLarge, InvalidMetadata
-from service.errors import ApiError, parse_request_filter, shown
+from service.errors import ApiError, shown
 from service.limits import check_response_size, document_size, get_documents_size
 from service.schemas import ErrorResponse, JobAccepted, SchemaUpdate, lone_surrogate_at
 from service.state import AppState
@@ -84,10 +86,11 @@ def _bounded(state: AppState, body: bytes, *, advice: str) -> Response:
     return Response(body, media_type="application/json")
 
 
-def _query_filter(raw: str | None, coll: Collection) -> Node | None:
-    """The `filter` query parameter: JSON text of a filter, parsed against the collection's schema."""
+def _query_filter(raw: str | None, coll: Collection, access: Access, name: str) -> Node | None:
+    """The `filter` query parameter: JSON text of a filter, parsed against the collection's schema (and ANDed with
+    a scoped token's pinned filter)."""
     if raw is None or not raw.strip():
-        return None
+        return read_filter(access, name, None, coll.settings.schema)
     try:
         parsed = json.loads(raw)
     except (ValueError, RecursionError) as exc:
@@ -96,7 +99,7 @@ def _query_filter(raw: str | None, coll: Collection) -> Node | None:
     if where is not None:
         at = f"filter.{where}" if where else "filter"
         raise ApiError(422, "invalid_filter", f"{at}: not Unicode text (a lone UTF-16 surrogate, such as \\udc00)")
-    return parse_request_filter(parsed, coll.settings.schema)
+    return read_filter(access, name, parsed, coll.settings.schema)
 
 
 @router.get(
@@ -107,6 +110,7 @@ def _query_filter(raw: str | None, coll: Collection) -> Node | None:
 def scroll_documents(
     name: str,
     state: State,
+    access: RequestAccess,
     filter_: Annotated[
         str | None,
         Query(
@@ -126,7 +130,7 @@ def scroll_documents(
     Each request scans a bounded number of documents: a page may hold fewer than `limit` (even none) and still
     have a `next_cursor`; the scroll ends when `next_cursor` is null."""
     coll = _collection(state, name)
-    node = _query_filter(filter_, coll)
+    node = _query_filter(filter_, coll, access, name)
     try:
         after = decode_cursor(cursor) if cursor else None
     except BadCursor as exc:
@@ -149,7 +153,7 @@ def scroll_documents(
     response_model=DocumentOut,
     responses={**ERRORS, 413: {"model": ErrorResponse, "description": "a document larger than the response limit"}},
 )
-def read_document(name: str, doc_id: str, state: State) -> Response:
+def read_document(name: str, doc_id: str, state: State, access: RequestAccess) -> Response:
     """One document exactly as stored: title, text, metadata, and its passages (ids and character offsets)."""
     try:
         doc = get_document(state=state, collection=name, doc_id=doc_id)
@@ -157,6 +161,8 @@ def read_document(name: str, doc_id: str, state: State) -> Response:
         raise not_found(name) from exc
     except DocumentNotFound as exc:
         raise _document_not_found(name, doc_id) from exc
+    if access.grant is not None and not visible(access, name, _collection(state, name).settings.schema, doc):
+        raise _document_not_found(name, doc_id)  # outside the token's filter: as if it were not there
     # The stored text is bounded at ingest, but by a setting that may have been lowered since, and its metadata
     # and passages add to it: measured before the body is built.
     advice = f"document {shown(doc.doc_id)} is larger with its metadata and passages: raise the limit to read it"
@@ -173,11 +179,13 @@ def read_document(name: str, doc_id: str, state: State) -> Response:
         413: {"model": ErrorResponse, "description": "the documents are larger than the response limit"},
     },
 )
-def read_documents(name: str, body: GetDocumentsRequest, state: State) -> Response:
+def read_documents(name: str, body: GetDocumentsRequest, state: State, access: RequestAccess) -> Response:
     """Many documents by id in one request, as Qdrant's retrieve and Elasticsearch's mget: those found, in the
     order asked, and the ids of none. Their passages too with `"passages": true`."""
     coll = _collection(state, name)
     docs, missing = get_documents(coll=coll, ids=body.ids, passages=body.passages)
+    if access.grant is not None:  # those outside a scoped token's filter are reported as not found
+        docs, missing = visible_only(access, name, coll.settings.schema, docs, missing, asked=body.ids)
     advice = "ask for fewer documents at a time, or raise the limit"
     size = get_documents_size([document_size(d, passages=body.passages) for d in docs], missing)
     check_response_size(state.settings, size, advice=advice)
@@ -238,20 +246,20 @@ def delete_documents(name: str, body: DeleteDocumentsRequest, state: State, requ
 
 
 @router.post("/{name}/count", response_model=CountResponse, responses=ERRORS)
-def count_documents(name: str, state: State, body: CountRequest | None = None) -> CountResponse:
+def count_documents(name: str, state: State, access: RequestAccess, body: CountRequest | None = None) -> CountResponse:
     """Documents with a live passage that passes the filter, in the searchable (committed) index: what searches
     see, so writes count once their job has succeeded. No body counts every document."""
     coll = _collection(state, name)
-    node = parse_request_filter(body.filter if body is not None else None, coll.settings.schema)
+    node = read_filter(access, name, body.filter if body is not None else None, coll.settings.schema)
     return CountResponse(count=count(state=state, coll=coll, node=node))
 
 
 @router.post("/{name}/facet", response_model=FacetResponse, responses=ERRORS)
-def facet_values(name: str, body: FacetRequest, state: State) -> FacetResponse:
+def facet_values(name: str, body: FacetRequest, state: State, access: RequestAccess) -> FacetResponse:
     """The values of a declared keyword, integer or boolean field held by the most documents that pass the
     filter, each with its number of documents, in the searchable (committed) index, as counts see it."""
     coll = _collection(state, name)
-    node = parse_request_filter(body.filter, coll.settings.schema)
+    node = read_filter(access, name, body.filter, coll.settings.schema)
     try:
         hits, distinct = facet(state=state, coll=coll, key=body.key, node=node, limit=body.limit)
     except FacetError as exc:

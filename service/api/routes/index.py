@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, status
 
+from service.access import RequestAccess, require
 from service.api.creation_errors import creation_errors
 from service.api.json_body import JsonRoute
 from service.deps import State
@@ -19,8 +20,9 @@ router = APIRouter(tags=["index"], route_class=JsonRoute)
     response_model=JobAccepted,
     responses={413: {"model": ErrorResponse}, 409: {"model": ErrorResponse}, 422: {"model": ErrorResponse}},
 )
-def index_documents(body: IndexRequest, state: State, request: Request) -> JobAccepted:
+def index_documents(body: IndexRequest, state: State, request: Request, access: RequestAccess) -> JobAccepted:
     """Upsert documents by id. Returns at once with a job to follow at `GET /jobs/{id}`."""
+    require(access, body.collection, write=True)
     check_metadata(body.documents, state.settings)  # before model_dump: it cannot serialise very deep data
     try:
         with creation_errors():

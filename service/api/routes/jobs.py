@@ -5,6 +5,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from indexing.jobs import TERMINAL, Job, JobKind, JobNotFound, JobNotRetryable, JobStatus
+from service.access import RequestAccess, reaches_job
 from service.api.json_body import JsonRoute
 from service.deps import State
 from service.document_api import BadCursor, decode_cursor, encode_cursor
@@ -86,12 +87,14 @@ def _position(raw: str) -> tuple[float, str]:
 
 
 @router.get("/{job_id}", response_model=JobOut, responses={404: {"model": ErrorResponse}})
-def get_job(job_id: str, state: State) -> JobOut:
+def get_job(job_id: str, state: State, access: RequestAccess) -> JobOut:
     """Status (queued/running/succeeded/failed/cancelled), progress, speed and ETA of a job."""
     try:
         job = state.jobs.get(job_id)
     except JobNotFound as exc:
         raise ApiError(404, "job_not_found", f"no job with id {shown(job_id)}") from exc
+    if not reaches_job(access, job.collection, state.collections.resolve):  # another tenant's job: not there
+        raise ApiError(404, "job_not_found", f"no job with id {shown(job_id)}")
     if job.status == JobStatus.SUCCEEDED:
         # Read-your-writes: a worker process published the job's commit; this process loads it before it says
         # "succeeded", so a search right after sees the documents.

@@ -13,9 +13,11 @@ from indexing.collection import CollectionNotFound
 from indexing.metadata_paths import path_key
 from indexing.store import READ_FAULTS
 from service import timing
+from service.access import RequestAccess, hidden_ids, read_filter, require
+from service.access_tokens import Access
 from service.api.json_body import JsonRoute
 from service.deps import State
-from service.errors import ApiError, parse_request_filter, shown
+from service.errors import ApiError, shown
 from service.grouping import GroupSpec
 from service.limits import check_response_size, check_search_work
 from service.model_registry import (
@@ -139,12 +141,13 @@ def _ranked(opts: SearchOptions) -> int:
     return GroupSpec(key=opts.group_by.key, size=opts.group_by.size, depth=opts.group_by.depth).depth_for(end)
 
 
-async def _run(state: AppState, opts: SearchOptions, queries: list[str]) -> list[SearchResult]:
+async def _run(state: AppState, opts: SearchOptions, queries: list[str], access: Access) -> list[SearchResult]:
+    require(access, opts.collection)  # before the lookup: a token learns nothing of collections it does not reach
     try:
         coll = state.collections.get(opts.collection)
     except CollectionNotFound as exc:
         raise ApiError(404, "collection_not_found", f"no collection named {shown(opts.collection)}") from exc
-    node = parse_request_filter(opts.filter, coll.settings.schema)
+    node = read_filter(access, opts.collection, opts.filter, coll.settings.schema)
     group_by = _group_spec(opts, coll.settings.schema)
     try:
         embedder = state.query_encoders.get(coll.settings.embedder) if opts.mode != "bm25" else None
@@ -213,7 +216,7 @@ async def _run(state: AppState, opts: SearchOptions, queries: list[str]) -> list
 
 
 @router.post("", response_model=SearchResponse, responses=ERRORS)
-async def search(body: SearchRequest, state: State) -> Response:
+async def search(body: SearchRequest, state: State, access: RequestAccess) -> Response:
     """Dense, BM25 or hybrid search over one collection. Hybrid fuses the two lists as the collection's stored
     choice says (RRF until one is chosen; GET /collections/{name} shows it), or as the request's `fusion` says."""
     depth = body.depth if body.mode == "hybrid" else 1  # only hybrid reads lists to a depth
@@ -225,7 +228,7 @@ async def search(body: SearchRequest, state: State) -> Response:
         highlight=body.highlight,
         ranked=_ranked(body),
     )
-    (result,) = await _run(state, body, [body.query])
+    (result,) = await _run(state, body, [body.query], access)
 
     def build() -> SearchResponse:
         _check_estimate(state, [result], batch=False)
@@ -235,7 +238,7 @@ async def search(body: SearchRequest, state: State) -> Response:
 
 
 @router.post("/batch", response_model=BatchSearchResponse, responses=ERRORS)
-async def search_many(body: BatchSearchRequest, state: State) -> Response:
+async def search_many(body: BatchSearchRequest, state: State, access: RequestAccess) -> Response:
     """Many queries with the same options, in one encoder batch. The work of one request is bounded: queries,
     k x queries (fewer with highlight), depth x queries and query characters (413 names the limit)."""
     depth = body.depth if body.mode == "hybrid" else 1  # only hybrid reads lists to a depth
@@ -248,7 +251,7 @@ async def search_many(body: BatchSearchRequest, state: State) -> Response:
         ranked=_ranked(body),
     )
     start = time.perf_counter()
-    results = await _run(state, body, body.queries)
+    results = await _run(state, body, body.queries, access)
 
     def build() -> BatchSearchResponse:
         _check_estimate(state, results, batch=True)
@@ -263,18 +266,23 @@ recommend_router = APIRouter(prefix="/recommend", tags=["search"], route_class=J
 
 
 @recommend_router.post("", response_model=SearchResponse, responses=ERRORS)
-async def recommend_documents(body: RecommendRequest, state: State) -> Response:
+async def recommend_documents(body: RecommendRequest, state: State, access: RequestAccess) -> Response:
     """Documents like the stored documents `like` (and unlike `unlike`), found with their stored vectors: no text
     is encoded. The named documents are never among the hits; 404 document_not_found names any not stored."""
     named = len(body.like) + len(body.unlike)
     end = body.k + body.offset
     drawn = body.group_by.depth if body.group_by is not None and body.group_by.depth is not None else end
     check_search_work(state.settings, queries=[""], k=end + named, depth=1, ranked=drawn + named)
+    require(access, body.collection)
     try:
         coll = state.collections.get(body.collection)
     except CollectionNotFound as exc:
         raise ApiError(404, "collection_not_found", f"no collection named {shown(body.collection)}") from exc
-    node = parse_request_filter(body.filter, coll.settings.schema)
+    node = read_filter(access, body.collection, body.filter, coll.settings.schema)
+    hidden = await run_in_threadpool(hidden_ids, access, body.collection, coll, [*body.like, *body.unlike])
+    if hidden:  # outside the token's filter: as if they were not stored
+        missing = ", ".join(shown(d) for d in hidden[:5])
+        raise ApiError(404, "document_not_found", f"collection {shown(body.collection)} holds no {missing}")
     run = partial(recommend, collection=coll, fanout=state.collections.fanout)
     timing.mark(timing.HANDED)  # recommend records the wait for a thread (and the GIL) from here: `thread`
     try:

@@ -1,0 +1,107 @@
+"""A request's access in its handler: the collection checks and the pinned filters of scoped tokens
+(service/access_tokens.py), for the routes that name their collection in the body or read documents."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+
+from indexing.collection import Collection
+from indexing.docstore import DocumentRecord
+from indexing.filter_match import matches
+from indexing.filters import Bool, Node
+from service.access_tokens import ACCESS_STATE, FULL, Access
+from service.document_api import get_documents
+from service.errors import ApiError, parse_request_filter
+
+
+def access_of(request: Request) -> Access:
+    """The access the key check found (FULL where authentication is off)."""
+    access: Access = getattr(request.state, ACCESS_STATE, FULL)
+    return access
+
+
+RequestAccess = Annotated[Access, Depends(access_of)]
+
+
+def require(access: Access, name: str, *, write: bool = False) -> None:
+    """403 forbidden unless the request may read (or write) collection `name`."""
+    refusal = access.grant.refusal(name, write=write) if access.grant is not None else None
+    if refusal is not None:
+        raise ApiError(403, "forbidden", refusal)
+
+
+def pinned_filter(access: Access, name: str, schema: dict[str, Any]) -> Node | None:
+    """The filter a scoped token pins on reads of collection `name`, parsed against its schema; None for none.
+    A pinned filter the collection's schema refuses (an undeclared field under a strict schema) is a 403: the token
+    no longer fits the collection, and reading without its filter would reach what it keeps out."""
+    grant = access.grant.reaches(name) if access.grant is not None else None
+    if grant is None or grant.filter is None:
+        return None
+    try:
+        return parse_request_filter(grant.filter, schema, path="token.filter")
+    except ApiError as exc:
+        raise ApiError(403, "forbidden", f"this token's filter does not fit collection {name!r}: {exc.detail}") from exc
+
+
+def read_filter(access: Access, name: str, raw: Any, schema: dict[str, Any], path: str = "filter") -> Node | None:
+    """A read's filter: the request's (422 invalid_filter when it is not one), ANDed with the token's pin."""
+    node = parse_request_filter(raw, schema, path)
+    pin = pinned_filter(access, name, schema)
+    if pin is None:
+        return node
+    return pin if node is None else Bool(must=(pin, node))
+
+
+def visible(access: Access, name: str, schema: dict[str, Any], doc: DocumentRecord) -> bool:
+    """Whether a document read by id passes the token's pinned filter (always, without one)."""
+    pin = pinned_filter(access, name, schema)
+    return pin is None or matches(pin, doc.metadata, doc.doc_id)
+
+
+def visible_only(
+    access: Access,
+    name: str,
+    schema: dict[str, Any],
+    docs: list[DocumentRecord],
+    missing: list[str],
+    *,
+    asked: list[str],
+) -> tuple[list[DocumentRecord], list[str]]:
+    """A many-document read's (found, not found) with the documents outside the token's filter moved to not found,
+    each list in the order asked."""
+    pin = pinned_filter(access, name, schema)
+    if pin is None:
+        return docs, missing
+    shown_docs = [d for d in docs if matches(pin, d.metadata, d.doc_id)]
+    found = {d.doc_id for d in shown_docs}
+    return shown_docs, [d for d in dict.fromkeys(asked) if d not in found]
+
+
+def hidden_ids(access: Access, name: str, coll: Collection, ids: list[str]) -> list[str]:
+    """Those of `ids` whose stored documents the token's filter keeps out (none without a pin): a recommendation
+    may not start from a document its caller cannot read."""
+    pin = pinned_filter(access, name, coll.settings.schema)
+    if pin is None:
+        return []
+    docs, _ = get_documents(coll=coll, ids=ids, passages=False)
+    return [d.doc_id for d in docs if not matches(pin, d.metadata, d.doc_id)]
+
+
+def reaches_job(access: Access, collection: str, resolve: Callable[[str], str]) -> bool:
+    """Whether a token may follow a job of `collection` (the collection its job records, an alias resolved):
+    one it names, directly or through an alias."""
+    if access.grant is None:
+        return True
+    return any(n == collection or resolve(n) == collection for n in access.grant.collections)
+
+
+def granted_names(access: Access, names: Iterable[str], resolve: Callable[[str], str]) -> list[str]:
+    """The collections of `names` a listing shows to this access: all, or those a scoped token names (directly or
+    through an alias)."""
+    if access.grant is None:
+        return list(names)
+    reached = {resolve(n) for n in access.grant.collections}
+    return [n for n in names if n in reached]
