@@ -3,9 +3,13 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 from collections.abc import Callable, Iterable
 from typing import Annotated, Any
 
+from cryptography.fernet import Fernet, InvalidToken
 from fastapi import Depends, Request
 
 from indexing.collection import Collection
@@ -13,7 +17,7 @@ from indexing.docstore import DocumentRecord
 from indexing.filter_match import matches
 from indexing.filters import Bool, Node
 from service.access_tokens import ACCESS_STATE, FULL, Access
-from service.document_api import get_documents
+from service.document_api import BadCursor, decode_cursor, encode_cursor, get_documents
 from service.errors import ApiError, parse_request_filter
 
 
@@ -24,6 +28,7 @@ def access_of(request: Request) -> Access:
 
 
 RequestAccess = Annotated[Access, Depends(access_of)]
+Codec = Callable[[str], str]
 
 
 def require(access: Access, name: str, *, write: bool = False) -> None:
@@ -55,12 +60,6 @@ def read_filter(access: Access, name: str, raw: Any, schema: dict[str, Any], pat
     return pin if node is None else Bool(must=(pin, node))
 
 
-def visible(access: Access, name: str, schema: dict[str, Any], doc: DocumentRecord) -> bool:
-    """Whether a document read by id passes the token's pinned filter (always, without one)."""
-    pin = pinned_filter(access, name, schema)
-    return pin is None or matches(pin, doc.metadata, doc.doc_id)
-
-
 def visible_only(
     access: Access,
     name: str,
@@ -80,22 +79,24 @@ def visible_only(
     return shown_docs, [d for d in dict.fromkeys(asked) if d not in found]
 
 
-def hidden_ids(access: Access, name: str, coll: Collection, ids: list[str]) -> list[str]:
-    """Those of `ids` whose stored documents the token's filter keeps out (none without a pin): a recommendation
-    may not start from a document its caller cannot read."""
+def unreadable_ids(access: Access, name: str, coll: Collection, ids: list[str]) -> list[str]:
+    """Under a pinned filter, those of `ids` the token cannot read: not stored, or kept out by the filter, alike
+    (in the order given, each once); [] without a pin, where the recommendation says which are not stored."""
     pin = pinned_filter(access, name, coll.settings.schema)
     if pin is None:
         return []
     docs, _ = get_documents(coll=coll, ids=ids, passages=False)
-    return [d.doc_id for d in docs if not matches(pin, d.metadata, d.doc_id)]
+    readable = {d.doc_id for d in docs if matches(pin, d.metadata, d.doc_id)}
+    return [d for d in dict.fromkeys(ids) if d not in readable]
 
 
 def reaches_job(access: Access, collection: str, resolve: Callable[[str], str]) -> bool:
-    """Whether a token may follow a job of `collection` (the collection its job records, an alias resolved):
-    one it names, directly or through an alias."""
+    """Whether a token may follow a job of `collection` (the collection its job records, an alias resolved): one
+    it may write, directly or through an alias. A job's error and result can name any of its documents, so a
+    token that only reads (perhaps under a filter) sees no job."""
     if access.grant is None:
         return True
-    return any(n == collection or resolve(n) == collection for n in access.grant.collections)
+    return any(g.write and resolve(n) == collection for n, g in access.grant.collections.items())
 
 
 def granted_names(access: Access, names: Iterable[str], resolve: Callable[[str], str]) -> list[str]:
@@ -105,3 +106,26 @@ def granted_names(access: Access, names: Iterable[str], resolve: Callable[[str],
         return list(names)
     reached = {resolve(n) for n in access.grant.collections}
     return [n for n in names if n in reached]
+
+
+def cursor_codec(
+    access: Access, name: str, schema: dict[str, Any]
+) -> tuple[Callable[[str], str], Callable[[str], str]]:
+    """(encode, decode) of scroll cursors under this access. A cursor names the last document a page looked at,
+    and under a pinned filter that may be one the token cannot read: its cursors are sealed (Fernet: AES and an
+    HMAC, with a key derived from the token's signing key), so they say nothing and cannot be made by hand."""
+    if pinned_filter(access, name, schema) is None:
+        return encode_cursor, decode_cursor
+    digest = hmac.new(access.signing_key, b"vela scroll cursor v1", hashlib.sha256).digest()
+    fernet = Fernet(base64.urlsafe_b64encode(digest))
+
+    def seal(after: str) -> str:
+        return fernet.encrypt(encode_cursor(after).encode()).decode()
+
+    def unseal(cursor: str) -> str:
+        try:
+            return decode_cursor(fernet.decrypt(cursor.encode()).decode())
+        except (InvalidToken, ValueError) as exc:
+            raise BadCursor("cursor: not a cursor this API returned to this token (pass next_cursor as it is)") from exc
+
+    return seal, unseal

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 import jwt
@@ -65,10 +65,12 @@ class Grant:
 
 @dataclass(frozen=True)
 class Access:
-    """A request's access: `full` (a full key, a global `rw` token), `read_only`, or `grant`'s collections."""
+    """A request's access: `full` (a full key, a global `rw` token), `read_only`, or `grant`'s collections, with
+    the key that signed the token (it seals the scroll cursors of pinned reads: service/access.py)."""
 
     read_only: bool = False
     grant: Grant | None = None
+    signing_key: bytes = field(default=b"", repr=False)
 
     @property
     def full(self) -> bool:
@@ -91,18 +93,22 @@ def verify(token: bytes, keys: Iterable[bytes]) -> Access:
     """The access `token` grants, when one of `keys` signed it (HS256 only: the algorithm is never the token's
     choice) and it has not expired; TokenError otherwise."""
     claims: dict[str, Any] | None = None
+    signer = b""
     for key in keys:
         if len(key) < MIN_SIGNING_KEY:
             continue
         try:
             claims = jwt.decode(token, key, algorithms=["HS256"], options={"require": ["access"]})
+            signer = key
             break
-        except jwt.ExpiredSignatureError as exc:
+        except (jwt.DecodeError, jwt.InvalidAlgorithmError):  # not a token, or not HS256: as a wrong key
+            break
+        except jwt.ExpiredSignatureError as exc:  # the claims are read once the signature has verified
             raise TokenError("the token has expired") from exc
-        except jwt.InvalidSignatureError:
-            continue
-        except jwt.InvalidTokenError as exc:  # malformed, a claim missing, not yet valid (nbf)
+        except (jwt.ImmatureSignatureError, jwt.MissingRequiredClaimError) as exc:
             raise TokenError(f"invalid token: {exc}") from exc
+        except jwt.InvalidTokenError:  # the signature of another key, a claim of the wrong type
+            continue
     if claims is None:
         raise TokenError("invalid API key")  # as a wrong key: whether it is a token is not the caller's to learn
     try:
@@ -117,10 +123,23 @@ def verify(token: bytes, keys: Iterable[bytes]) -> Access:
     for g in parsed.access:
         if g.filter is not None and g.access == "rw":  # a filter bounds reads; which writes it allows is unclear
             raise TokenError(f"invalid token: collection {g.collection!r}: a filter is for read access ('r') only")
+        if g.filter is not None and _matches_everything(g.filter):
+            raise TokenError(f"invalid token: collection {g.collection!r}: its filter keeps nothing out")
         if g.collection in grants:
             raise TokenError(f"invalid token: collection {g.collection!r} is named twice")
         grants[g.collection] = CollectionGrant(write=g.access == "rw", filter=g.filter)
-    return Access(grant=Grant(grants))
+    return Access(grant=Grant(grants), signing_key=signer)
+
+
+def _matches_everything(raw: Any) -> bool:
+    """A filter without a condition anywhere in it ({}, {"must": []}, nested empty clauses): a pin that pins
+    nothing, surely a mistake. Anything else is parsed against the collection's schema where it is used."""
+    if isinstance(raw, list):
+        return all(_matches_everything(x) for x in raw)
+    if not isinstance(raw, dict):
+        return False  # the parser will say what is wrong with it
+    structure = {"must", "should", "must_not", "min_should", "conditions", "min_count"}
+    return set(raw) <= structure and all(_matches_everything(v) for k, v in raw.items() if k != "min_count")
 
 
 def mint(key: str, access: Literal["r", "rw"] | list[dict[str, Any]], *, expires_at: int | None = None) -> str:
@@ -135,19 +154,21 @@ def mint(key: str, access: Literal["r", "rw"] | list[dict[str, Any]], *, expires
     return token
 
 
-# The routes a scoped token may reach: (methods, path, collection group or None, what it needs). "body" routes
-# name their collection in the body and check it in their handler; "job" checks the job's collection there too;
-# "list" shows the granted collections alone. Every route not here is refused: the table fails closed.
+# The routes a scoped token may reach: (methods, path, what it needs). "read"/"write" name their collection in
+# the path; "body" routes name it in the body and check it in their handler ("body-write" needs a token that may
+# write somewhere, before the body is read); "job" checks the job's collection there too; "list" shows the
+# granted collections alone. Every route not here is refused: the table fails closed.
 _C = r"(?P<c>[^/]+)"
 _SCOPED_ROUTES: list[tuple[frozenset[str], re.Pattern[str], str]] = [
-    (frozenset({"GET"}), re.compile(r"/collections"), "list"),
+    (frozenset({"GET", "HEAD"}), re.compile(r"/collections"), "list"),
     (frozenset({"GET", "HEAD"}), re.compile(rf"/collections/{_C}"), "read"),
     (frozenset({"GET", "HEAD"}), re.compile(rf"/collections/{_C}/documents(/.+)?"), "read"),
     (frozenset({"POST"}), re.compile(rf"/collections/{_C}/(documents|count|facet)"), "read"),
     (frozenset({"PATCH", "DELETE"}), re.compile(rf"/collections/{_C}/documents/.+"), "write"),
     (frozenset({"POST"}), re.compile(rf"/collections/{_C}/delete"), "write"),
-    (frozenset({"POST"}), re.compile(r"/search|/search/batch|/recommend|/index"), "body"),
-    (frozenset({"GET"}), re.compile(r"/jobs/[^/]+"), "job"),
+    (frozenset({"POST"}), re.compile(r"/search|/search/batch|/recommend"), "body"),
+    (frozenset({"POST"}), re.compile(r"/index"), "body-write"),
+    (frozenset({"GET", "HEAD"}), re.compile(r"/jobs/[^/]+"), "job"),
     (frozenset({"GET"}), re.compile(r"/limits"), "any"),
 ]
 
@@ -161,5 +182,7 @@ def scoped_refusal(method: str, path: str, grant: Grant) -> str | None:
             continue
         if needs in ("read", "write"):
             return grant.refusal(m.group("c"), write=needs == "write")
+        if needs == "body-write" and not any(g.write for g in grant.collections.values()):
+            return "this token may only read: indexing needs a token that may write a collection, or a key"
         return None
     return "this token reaches only its collections' searches and documents: this request needs an API key"

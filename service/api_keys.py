@@ -51,7 +51,7 @@ def key_refusal(headers: Iterable[tuple[bytes, bytes]], keys: frozenset[bytes]) 
 
 
 # What a read-only key (VELA_READ_API_KEYS) may do besides GET and HEAD: the POSTs that only read.
-_READ_POSTS = re.compile(r"/search|/search/batch|/recommend|/collections/[^/]+/(count|facet)")
+_READ_POSTS = re.compile(r"/search|/search/batch|/recommend|/collections/[^/]+/(count|facet|documents)")
 READ_ONLY_MESSAGE = (
     "this API key may only read (searches, counts, facets, recommendations, GETs): writing needs another key"
 )

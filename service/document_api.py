@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -83,11 +84,19 @@ class ScrollPage:
     size: int  # bytes of the page's response body (UTF-8), measured before it is built
 
 
-def _cursor_size(after: str | None) -> int:
-    return 4 if after is None else len(encode_cursor(after)) + 2  # null, or a quoted url-safe base64 string
+def _cursor_size(after: str | None, encode: Callable[[str], str]) -> int:
+    return 4 if after is None else len(encode(after)) + 2  # null, or a quoted url-safe base64 string
 
 
-def scroll(*, state: AppState, coll: Collection, node: Node | None, after: str | None, limit: int) -> ScrollPage:
+def scroll(
+    *,
+    state: AppState,
+    coll: Collection,
+    node: Node | None,
+    after: str | None,
+    limit: int,
+    encode: Callable[[str], str] = encode_cursor,
+) -> ScrollPage:
     """Documents with ids above `after`, in id order, whose latest stored metadata passes the filter.
 
     The work of one request is bounded: it scans at most SCAN_FACTOR x limit documents and SCAN_BYTES of
@@ -95,7 +104,7 @@ def scroll(*, state: AppState, coll: Collection, node: Node | None, after: str |
     hold fewer than `limit` documents and still have a next position. Only a page whose first document alone is
     larger has a size over the limit (its caller refuses it). The order is by id, so documents upserted or patched
     during a scroll keep their place: every document present at its start and not deleted during it is visited
-    exactly once."""
+    exactly once. `encode` makes the page's cursor (a scoped token's seals it: service/access.py)."""
     max_scan = SCAN_FACTOR * limit
     per_shard = max(8, min(SHARD_PAGE, max_scan // len(coll.shard_list) + 1))
     picked: list[str] = []
@@ -126,7 +135,7 @@ def scroll(*, state: AppState, coll: Collection, node: Node | None, after: str |
         found = [d for d in picked if d in stored]
         still = each_matches(node, [stored[d].metadata for d in found], found)
         stored = {d: stored[d] for d, ok in zip(found, still, strict=True) if ok}
-    end_cursor = _cursor_size(last if more else None)  # the cursor of a page that takes every picked document
+    end_cursor = _cursor_size(last if more else None, encode)  # the cursor of a page that takes every picked document
     room = state.settings.max_response_bytes - scroll_page_size([], None) + 4  # for documents, commas and cursor
     out: list[DocumentRecord] = []
     sizes: list[int] = []
@@ -137,12 +146,12 @@ def scroll(*, state: AppState, coll: Collection, node: Node | None, after: str |
         size = document_size(doc, passages=False)
         # Ending here, the page's cursor is this document's id, or the end cursor: room for the larger.
         room -= size + (1 if out else 0)
-        if out and room < max(_cursor_size(doc_id), end_cursor):
-            return ScrollPage(out, out[-1].doc_id, scroll_page_size(sizes, encode_cursor(out[-1].doc_id)))
+        if out and room < max(_cursor_size(doc_id, encode), end_cursor):
+            return ScrollPage(out, out[-1].doc_id, scroll_page_size(sizes, encode(out[-1].doc_id)))
         out.append(doc)
         sizes.append(size)
     next_after = last if more else None
-    cursor = None if next_after is None else encode_cursor(next_after)
+    cursor = None if next_after is None else encode(next_after)
     return ScrollPage(out, next_after, scroll_page_size(sizes, cursor))
 
 

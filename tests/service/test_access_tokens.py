@@ -26,6 +26,9 @@ DOCS = [
     for i, t in enumerate(["acme", "globex", "acme", "globex", "acme", "initech"])
 ]
 ACME_IDS = {"d0", "d2", "d4"}
+LATER = [
+    {"id": f"z{i:02d}", "text": "a later report", "metadata": {"tenant": "globex", "n": 100 + i}} for i in range(25)
+]
 
 
 def _bearer(token: str) -> dict[str, str]:
@@ -56,7 +59,7 @@ def test_a_tenant_token_reads_its_documents_alone(
 ) -> None:
     with running_server(tmp_path, embedder=str(tiny_embedder_dir), api_keys=KEY) as client:
         schema = {"fields": {"tenant": "keyword", "n": "integer"}}
-        _index(client, "notes", DOCS, schema=schema)
+        _index(client, "notes", DOCS + LATER, schema=schema)
         _index(client, "other", DOCS[:2])
         h = _bearer(_token(capsys, "--read", "notes", "--filter", json.dumps(ACME), "--expires", "1h"))
 
@@ -77,6 +80,23 @@ def test_a_tenant_token_reads_its_documents_alone(
         assert {d["id"] for d in page["documents"]} == ACME_IDS
         page = _ok(client.get("/collections/notes/documents", params={"filter": json.dumps(mine)}, headers=h))
         assert {d["id"] for d in page["documents"]} == {"d2", "d4"}
+        # Page by page: a page of one looks at 10 documents, so pages end on hidden ones, and their cursors are
+        # sealed: they name no document, and one made by hand is refused.
+        seen, cursors, params = [], [], {"limit": 1}
+        while True:
+            page = _ok(client.get("/collections/notes/documents", params=params, headers=h))
+            seen += [d["id"] for d in page["documents"]]
+            if page["next_cursor"] is None:
+                break
+            cursors.append(page["next_cursor"])
+            params = {"limit": 1, "cursor": page["next_cursor"]}
+        assert sorted(seen) == sorted(ACME_IDS) and len(cursors) >= 4
+        for c in cursors:
+            assert not any(i.encode() in _unb64(c) for i in ("z0", "z1", "d1", "d3", "d5"))
+        admin_cursor = _ok(client.get("/collections/notes/documents", params={"limit": 1}, headers=ADMIN))
+        for forged in (admin_cursor["next_cursor"], base64.urlsafe_b64encode(b"v1\nz").decode(), cursors[0][:-4]):
+            r = client.get("/collections/notes/documents", params={"limit": 1, "cursor": forged}, headers=h)
+            assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_cursor", r.text
 
         assert _ok(client.get("/collections/notes/documents/d0", headers=h))["metadata"]["tenant"] == "acme"
         hidden = client.get("/collections/notes/documents/d1", headers=h)
@@ -90,8 +110,12 @@ def test_a_tenant_token_reads_its_documents_alone(
         for like, unlike in ((["d1"], []), (["d0"], ["d3"])):  # another tenant's document is not there
             r = client.post("/recommend", json={"collection": "notes", "like": like, "unlike": unlike}, headers=h)
             assert r.status_code == 404 and r.json()["error"]["code"] == "document_not_found", r.text
+        # Hidden and missing alike: the message names both, so it tells neither apart.
+        r = client.post("/recommend", json={"collection": "notes", "like": ["d0", "d1", "zz"]}, headers=h)
+        assert r.status_code == 404 and "'d1', 'zz'" in r.json()["error"]["message"], r.text
 
         assert [c["name"] for c in _ok(client.get("/collections", headers=h))["collections"]] == ["notes"]
+        assert client.head("/collections", headers=h).status_code != 403
         assert _ok(client.get("/collections/notes", headers=h))["name"] == "notes"
         assert _ok(client.get("/limits", headers=h))
 
@@ -117,7 +141,23 @@ def test_a_tenant_token_reads_its_documents_alone(
         for r in refused:
             assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden", (r.request.url, r.text)
         assert _ok(client.get("/collections/notes/documents/d0", headers=ADMIN))["metadata"]["n"] == 0  # unchanged
-        assert _ok(client.get("/collections/notes", headers=ADMIN))["documents"] == len(DOCS)
+        assert _ok(client.get("/collections/notes", headers=ADMIN))["documents"] == len(DOCS) + len(LATER)
+        job = _ok(client.post("/collections/notes/delete", json={"ids": ["zz"]}, headers=ADMIN))["job_id"]
+        r = client.get(f"/jobs/{job}", headers=h)  # a job's error and result may name any document: no job shown
+        assert r.status_code == 404 and r.json()["error"]["code"] == "job_not_found"
+        r = client.post("/index", content=b"{" * 10_000, headers=h)  # refused on the headers, not a 422
+        assert r.status_code == 403 and "may only read" in r.json()["error"]["message"]
+
+        # A pin the collection's schema no longer takes: every read of it is a 403, stored ids and others alike.
+        _ok(
+            client.put(
+                "/collections/strict", json={"schema": {"fields": {"n": "integer"}, "strict": True}}, headers=ADMIN
+            )
+        )
+        bad = _bearer(mint(KEY, [{"collection": "strict", "access": "r", "filter": ACME}]))
+        for path in ("/collections/strict/documents/d0", "/collections/strict/documents/nope"):
+            r = client.get(path, headers=bad)
+            assert r.status_code == 403 and "does not fit" in r.json()["error"]["message"], r.text
 
 
 def test_a_write_token_writes_its_collection_and_follows_its_jobs(
@@ -139,8 +179,8 @@ def test_a_write_token_writes_its_collection_and_follows_its_jobs(
         assert _ok(client.post("/search", json={"collection": "notes", "query": "tides"}, headers=h))["hits"]
         assert [c["name"] for c in _ok(client.get("/collections", headers=h))["collections"]] == ["drafts", "notes"]
 
-        hidden = client.get(f"/jobs/{admin_job}", headers=h)  # a job of a collection it reads, not writes: shown
-        assert hidden.status_code == 200
+        hidden = client.get(f"/jobs/{admin_job}", headers=h)  # a job of a collection it reads, not writes
+        assert hidden.status_code == 404
         other = _ok(client.post("/index", json={"collection": "third", "documents": DOCS[:1]}, headers=ADMIN))
         r = client.get(f"/jobs/{other['job_id']}", headers=h)
         assert r.status_code == 404 and r.json()["error"]["code"] == "job_not_found"
@@ -148,6 +188,14 @@ def test_a_write_token_writes_its_collection_and_follows_its_jobs(
         assert r.status_code == 403 and "only read" in r.json()["error"]["message"]
         r = client.post("/index", json={"collection": "drafts", "documents": DOCS[:1]}, headers=h)  # by its alias only
         assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden"
+        new = _bearer(mint(KEY, [{"collection": "fresh", "access": "rw"}]))  # making a collection needs a key
+        r = client.post("/index", json={"collection": "fresh", "shards": 8, "documents": DOCS[:1]}, headers=new)
+        assert r.status_code == 403 and "needs a key" in r.json()["error"]["message"], r.text
+        assert client.get("/collections/fresh", headers=ADMIN).status_code == 404
+
+
+def _unb64(cursor: str) -> bytes:
+    return base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
 
 
 def _forged(claims: dict[str, Any], key: str = KEY, alg: str = "HS256") -> str:
@@ -167,7 +215,13 @@ def test_tokens_that_do_not_verify_are_401(tmp_path: Path, tiny_embedder_dir: Pa
         "expired": (_forged({"access": "r", "exp": int(time.time()) - 10}), "expired"),
         "another key": (_forged({"access": "r"}, other_key), "invalid API key"),
         "payload edited": (f"{head}.{widened}.{sig}", "invalid API key"),
-        "alg none": (unsigned + ".", "invalid"),
+        "alg none": (unsigned + ".", "invalid API key"),
+        "HS512": (_forged({"access": "rw"}, KEY * 2, alg="HS512"), "invalid API key"),
+        "not base64": ("a" * 20 + ".b!.c", "invalid API key"),
+        "an empty filter": (
+            _forged({"access": [{"collection": "n", "access": "r", "filter": {"must": []}}]}),
+            "nothing",
+        ),
         "no access claim": (_forged({"sub": "x"}), "invalid token"),
         "a filter with write": (
             _forged({"access": [{"collection": "notes", "access": "rw", "filter": ACME}]}),

@@ -32,6 +32,7 @@ def test_a_read_key_reads_and_cannot_write(tmp_path: Path, tiny_embedder_dir: Pa
             client.post("/collections/c/count", json={}, headers=READER),
             client.get("/collections/c", headers=READER),
             client.get("/collections/c/documents/d1", headers=READER),
+            client.post("/collections/c/documents", json={"ids": ["d1"]}, headers=READER),
             client.get("/limits", headers=READER),
         ]
         assert [r.status_code for r in reads] == [200] * len(reads), [r.text for r in reads if r.status_code != 200]

@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 import indexing.gen_sync
+import indexing.reindex
 from indexing import generations as gens
 from indexing.merger import wait_background
 from models.registry import ModelRegistry
@@ -251,10 +252,19 @@ def test_a_collection_shows_the_name_it_was_reindexed_with(app: tuple[httpx.Clie
     assert listed["named"] == "tiny"
 
 
-def test_a_second_rollback_sent_before_the_first_ran_is_refused(app: tuple[httpx.Client, Path], slow: None) -> None:
+def test_a_second_rollback_sent_before_the_first_ran_is_refused(
+    app: tuple[httpx.Client, Path], slow: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A switch acts on the generations as they are when it runs: a retried rollback would undo the first one, so
     one sent while a generation job of the collection is unfinished is a 409 naming that job."""
     client, _ = app
+    real_rollback = indexing.reindex.rollback
+
+    def slow_rollback(*args: Any, **kwargs: Any) -> Any:  # still running when the second is sent, on any machine
+        time.sleep(1.0)
+        return real_rollback(*args, **kwargs)
+
+    monkeypatch.setattr(indexing.reindex, "rollback", slow_rollback)
     r = client.post("/index", json={"collection": "twice", "documents": DOCS[:8]})
     assert wait_job(client, r.json()["job_id"])["status"] == "succeeded"
     assert _post(client, "/collections/twice/reindex", {"embedder": "tiny"})["status"] == "succeeded"

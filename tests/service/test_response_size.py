@@ -227,7 +227,7 @@ def test_the_refusal_costs_far_less_memory_than_the_body(
     ~200 MB of body (and as much again encoded); the refusal's peak stays a small fraction of that."""
     results = _shared_metadata(passages=50, queries=60, blob=64_000)
 
-    async def found(state: Any, opts: Any, queries: Sequence[str]) -> list[SearchResult]:
+    async def found(state: Any, opts: Any, queries: Sequence[str], access: Any) -> list[SearchResult]:
         return results[: len(queries)]
 
     monkeypatch.setattr(search_routes, "_run", found)

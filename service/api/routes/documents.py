@@ -12,8 +12,9 @@ import service.api.doc_id_path  # noqa: F401  registers {doc_id:doc_id} before t
 from indexing.collection import Collection, CollectionNotFound
 from indexing.docstore import DocumentRecord
 from indexing.facets import FacetError
+from indexing.filter_match import matches
 from indexing.filters import FilterError, Node
-from service.access import RequestAccess, read_filter, visible, visible_only
+from service.access import RequestAccess, cursor_codec, pinned_filter, read_filter, visible_only
 from service.access_tokens import Access
 from service.api.json_body import JsonRoute
 from service.api.routes.collections import not_found
@@ -23,8 +24,6 @@ from service.document_api import (
     DocumentNotFound,
     MetadataOutOfBounds,
     count,
-    decode_cursor,
-    encode_cursor,
     facet,
     get_document,
     get_documents,
@@ -131,18 +130,19 @@ def scroll_documents(
     have a `next_cursor`; the scroll ends when `next_cursor` is null."""
     coll = _collection(state, name)
     node = _query_filter(filter_, coll, access, name)
+    encode, decode = cursor_codec(access, name, coll.settings.schema)
     try:
-        after = decode_cursor(cursor) if cursor else None
+        after = decode(cursor) if cursor else None
     except BadCursor as exc:
         raise ApiError(422, "invalid_cursor", str(exc)) from exc
-    page = scroll(state=state, coll=coll, node=node, after=after, limit=limit)
+    page = scroll(state=state, coll=coll, node=node, after=after, limit=limit, encode=encode)
     # Only a page whose one document is too large is over the limit: refused before its body is built.
     first = page.documents[0].doc_id if page.documents else ""
     advice = f"the next document, {shown(first)}, alone is larger: raise the limit to read it"
     check_response_size(state.settings, page.size, advice=advice)
     response = ScrollResponse(
         documents=[_stored(d) for d in page.documents],
-        next_cursor=encode_cursor(page.next_after) if page.next_after is not None else None,
+        next_cursor=encode(page.next_after) if page.next_after is not None else None,
     )
     return _bounded(state, response.__pydantic_serializer__.to_json(response), advice=advice)
 
@@ -155,13 +155,16 @@ def scroll_documents(
 )
 def read_document(name: str, doc_id: str, state: State, access: RequestAccess) -> Response:
     """One document exactly as stored: title, text, metadata, and its passages (ids and character offsets)."""
+    # A scoped token's pin first: one the schema no longer takes is a 403 for every id, stored or not.
+    schema = _collection(state, name).settings.schema if access.grant is not None else {}
+    pin = pinned_filter(access, name, schema)
     try:
         doc = get_document(state=state, collection=name, doc_id=doc_id)
     except CollectionNotFound as exc:
         raise not_found(name) from exc
     except DocumentNotFound as exc:
         raise _document_not_found(name, doc_id) from exc
-    if access.grant is not None and not visible(access, name, _collection(state, name).settings.schema, doc):
+    if pin is not None and not matches(pin, doc.metadata, doc.doc_id):
         raise _document_not_found(name, doc_id)  # outside the token's filter: as if it were not there
     # The stored text is bounded at ingest, but by a setting that may have been lowered since, and its metadata
     # and passages add to it: measured before the body is built.

@@ -7,7 +7,7 @@ from service.api.creation_errors import creation_errors
 from service.api.json_body import JsonRoute
 from service.deps import State
 from service.documents import BatchTooLarge, DocumentTooLarge, InvalidMetadata, submit_upsert
-from service.errors import ApiError
+from service.errors import ApiError, shown
 from service.limits import check_metadata
 from service.schemas import ErrorResponse, IndexRequest, JobAccepted
 
@@ -23,6 +23,9 @@ router = APIRouter(tags=["index"], route_class=JsonRoute)
 def index_documents(body: IndexRequest, state: State, request: Request, access: RequestAccess) -> JobAccepted:
     """Upsert documents by id. Returns at once with a job to follow at `GET /jobs/{id}`."""
     require(access, body.collection, write=True)
+    if access.grant is not None and not state.collections.exists(body.collection):
+        # A token writes documents; making a collection (its shards, embedder, schema) is an operator's: a key.
+        raise ApiError(403, "forbidden", f"no collection named {shown(body.collection)}: creating one needs a key")
     check_metadata(body.documents, state.settings)  # before model_dump: it cannot serialise very deep data
     try:
         with creation_errors():

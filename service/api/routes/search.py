@@ -13,7 +13,7 @@ from indexing.collection import CollectionNotFound
 from indexing.metadata_paths import path_key
 from indexing.store import READ_FAULTS
 from service import timing
-from service.access import RequestAccess, hidden_ids, read_filter, require
+from service.access import RequestAccess, read_filter, require, unreadable_ids
 from service.access_tokens import Access
 from service.api.json_body import JsonRoute
 from service.deps import State
@@ -279,8 +279,8 @@ async def recommend_documents(body: RecommendRequest, state: State, access: Requ
     except CollectionNotFound as exc:
         raise ApiError(404, "collection_not_found", f"no collection named {shown(body.collection)}") from exc
     node = read_filter(access, body.collection, body.filter, coll.settings.schema)
-    hidden = await run_in_threadpool(hidden_ids, access, body.collection, coll, [*body.like, *body.unlike])
-    if hidden:  # outside the token's filter: as if they were not stored
+    hidden = await run_in_threadpool(unreadable_ids, access, body.collection, coll, [*body.like, *body.unlike])
+    if hidden:  # outside the token's filter or not stored, alike: the token learns nothing of the others
         missing = ", ".join(shown(d) for d in hidden[:5])
         raise ApiError(404, "document_not_found", f"collection {shown(body.collection)} holds no {missing}")
     run = partial(recommend, collection=coll, fanout=state.collections.fanout)
