@@ -13,7 +13,6 @@ import pytest
 
 import service.api.routes.documents as document_routes
 from indexing.docstore import DocumentRecord
-from service.document_api import encode_cursor
 from service.document_schemas import (
     DocumentOut,
     GetDocumentsResponse,
@@ -22,6 +21,7 @@ from service.document_schemas import (
     StoredDocumentOut,
 )
 from service.limits import document_size, get_documents_size, scroll_page_size
+from service.scroll_cursor import encode_cursor
 from tests.service.conftest import running_app
 from tests.service.document_helpers import index, scroll_all
 
