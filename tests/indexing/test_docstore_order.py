@@ -16,13 +16,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from indexing.collection import CollectionSettings
 from indexing.docstore import DocStore, StoredDocument
-from indexing.docstore_order import ORDER_KEY_CHARS, Ordering, Position, Row, merged, scan
+from indexing.docstore_order import ORDER_KEY_CHARS, Ordering, OrderNotReady, Position, Row, merged, scan
 from indexing.shards import shard_of
+from indexing.store import CollectionStore
+from models import EmbedderCache
 
 
-def _doc(doc_id: str, metadata: dict[str, Any]) -> StoredDocument:
-    return StoredDocument(doc_id, "", "text", metadata, "h", [(0, 4)], np.zeros((1, 4), np.float32))
+def _doc(doc_id: str, metadata: dict[str, Any], dim: int = 4) -> StoredDocument:
+    return StoredDocument(doc_id, "", "text", metadata, "h", [(0, 4)], np.ones((1, dim), np.float32))
 
 
 def _values(value: Any) -> list[Any]:
@@ -170,3 +173,24 @@ class _Explaining:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._conn, name)
+
+
+def test_a_store_written_before_ordered_scrolls_gets_its_keys_at_start_up(
+    tmp_path: Path, tiny_embedder_dir: Path
+) -> None:
+    dim = EmbedderCache().get(tiny_embedder_dir).dim
+    schema = {"fields": {"n": "integer"}, "strict": False}
+    coll = CollectionStore(tmp_path).create(
+        CollectionSettings(name="old", embedder=str(tiny_embedder_dir), dim=dim, shards=3, schema=schema)
+    )
+    docs = {f"d{i}": {"n": (i * 7) % 5} for i in range(12)}
+    for shard in coll.shard_list:
+        shard.docstore.upsert([_doc(d, md, dim) for d, md in docs.items() if coll.store_of(d) is shard.docstore])
+        conn = shard.docstore._conn()  # as a store of an earlier version: no keys, no fields
+        conn.execute("DELETE FROM order_keys")
+        conn.execute("DELETE FROM order_fields")
+    ordering = Ordering("n", "integer", descending=True)
+    with pytest.raises(OrderNotReady):
+        list(coll.scan_ordered(ordering, None, 5))
+    coll.check_consistency()
+    assert [r[0] for r in coll.scan_ordered(ordering, None, 5)] == oracle(docs, "n", descending=True)
