@@ -104,7 +104,11 @@ def _query_filter(raw: str | None, coll: Collection) -> Node | None:
 @router.get(
     "/{name}/documents",
     response_model=ScrollResponse,
-    responses={**ERRORS, 413: {"model": ErrorResponse, "description": "a document larger than the response limit"}},
+    responses={
+        **ERRORS,
+        409: {"model": ErrorResponse, "description": "order_by: a field whose schema is being changed"},
+        413: {"model": ErrorResponse, "description": "a document larger than the response limit"},
+    },
 )
 def scroll_documents(
     name: str,
