@@ -11,6 +11,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,9 @@ from indexing.collection_settings import (  # noqa: F401  (re-exported: the coll
 from indexing.collection_stats import collection_stats
 from indexing.consistency import check_shard
 from indexing.docstore import DocStore, DocumentRecord, PassageHit, StoredDocument
+from indexing.docstore_order import Ordering, Position, Row, merged, scan
 from indexing.engine import LOCAL_FANOUT, LocalFanout, ShardRef
+from indexing.filters import Schema
 from indexing.manifest import CURRENT, ManifestError, current_version
 from indexing.merge_policy import TieredMergePolicy
 from indexing.shard_writer import ShardWriter
@@ -186,6 +189,19 @@ class Collection:
         streams = [_scan(s.docstore, after, page) for s in self.shard_list]
         return streams[0] if len(streams) == 1 else heapq.merge(*streams, key=lambda row: row[0])
 
+    def scan_ordered(self, ordering: Ordering, after: Position | None, page: int) -> Iterator[Row]:
+        """(doc_id, metadata JSON, value) of every document past `after` in the ordering (a declared field's, see
+        indexing/docstore_order.py): the shards' ordered streams merged, each read `page` documents at a time."""
+        streams = [scan(partial(s.docstore.ordered_after, ordering), after, page) for s in self.shard_list]
+        return merged(streams, ordering)
+
+    def sync_order_keys(self, fields: dict[str, str] | None = None) -> None:
+        """Every shard's doc store keeps the sort keys of `fields` (the declared fields by default), filling in those
+        of a field it did not keep: done before a schema that declares the field is published, never on a request."""
+        wanted = Schema.from_json(self.settings.schema).fields if fields is None else fields
+        for shard in self.shard_list:
+            shard.docstore.sync_order_fields(wanted)
+
     def rewrite_metadata(self, items: Sequence[tuple[str, dict[str, Any], str]]) -> None:
         """New metadata and content hashes, passages re-inserted with their embeddings (DocStore.rewrite_metadata)."""
         self.docstore.rewrite_metadata(items)
@@ -198,12 +214,16 @@ class Collection:
         """Declare metadata fields (the caller holds the writer lock and has checked the stored values): each
         settings file is replaced atomically, then the settings in memory; the next commit's manifests carry it."""
         check_schema(schema)
+        declared = dict(Schema.from_json(schema).fields)
+        # A declared field's sort keys exist before any process reads the schema that declares it
+        self.sync_order_keys({**Schema.from_json(self.settings.schema).fields, **declared})
         with self._settings_lock:  # the background reader's reload_settings never brings back the old file
             for target in self._settings_holders():
                 new = replace(target.settings, schema=schema)
                 path = target.root / SETTINGS_FILE
                 write_atomic(path, json.dumps(new.to_json(), indent=2).encode())
                 target.settings, target._settings_stamp = new, _stamp(path)
+        self.sync_order_keys(declared)  # and those of a field no longer declared go once the schema that drops it is
 
     def set_fusion(self, fusion: dict[str, Any]) -> None:
         """Keep a fusion choice (the caller holds the writer lock), as set_schema keeps a schema."""
@@ -251,6 +271,7 @@ class Collection:
         write and its commit, a rebuild into one segment when there is no manifest (a new collection, or one
         written before segments) or a segment file is bad. Returns "ok", "committed: ..." or "rebuilt: ..."."""
         with self.writer():
+            self.sync_order_keys()  # a store written before ordered scrolls, or a schema job a crash cut short
             reasons = []
             for shard in self.shard_list:
                 reasons.append(check_shard(shard))

@@ -9,12 +9,13 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from indexing.docstore_order import sync_fields, write_keys
 from indexing.docstore_reads import DocStoreReads
 from indexing.docstore_records import (
     DocumentRecord,
@@ -70,6 +71,7 @@ class DocStore(DocStoreReads):
         """Replace each document and its passages in one transaction; returns the new change seq."""
         conn = self._conn()
         n_changed = 0
+        written: list[tuple[str, dict[str, Any]]] = []
         with write_transaction(conn):
             for d in docs:
                 conn.execute("DELETE FROM passages WHERE doc_id = ?", (d.doc_id,))
@@ -81,6 +83,7 @@ class DocStore(DocStoreReads):
                     (d.doc_id, d.title, d.text, json.dumps(d.metadata), d.content_hash, d.context_id),
                 )
                 n_changed += 1
+                written.append((d.doc_id, d.metadata))
                 emb = np.ascontiguousarray(d.embeddings, dtype=np.float32)
                 first = d.first_pid
                 conn.executemany(
@@ -90,6 +93,7 @@ class DocStore(DocStoreReads):
                         for i, (s, e) in enumerate(d.spans)
                     ],
                 )
+            write_keys(conn, written)  # ordered scrolls' keys, in the transaction that stores the metadata
             conn.execute("UPDATE meta SET value = value + ? WHERE key = 'doc_changes'", (n_changed,))
             seq = self._bump(conn)
             return seq
@@ -135,6 +139,7 @@ class DocStore(DocStoreReads):
         conn = self._conn()
         with write_transaction(conn):
             pid = first_pid
+            written: list[tuple[str, dict[str, Any]]] = []
             for doc_id, metadata, chash in items:
                 rows = conn.execute(
                     "SELECT idx, start, end, embedding FROM passages WHERE doc_id = ? ORDER BY idx", (doc_id,)
@@ -145,14 +150,21 @@ class DocStore(DocStoreReads):
                 )
                 if cur.rowcount == 0:
                     continue
+                written.append((doc_id, metadata))
                 conn.execute("DELETE FROM passages WHERE doc_id = ?", (doc_id,))  # the trigger records them dead
                 new = [(None if pid is None else pid + i, doc_id, *row) for i, row in enumerate(rows)]
                 conn.executemany(
                     "INSERT INTO passages(pid, doc_id, idx, start, end, embedding) VALUES (?,?,?,?,?,?)", new
                 )
                 pid = None if pid is None else pid + len(rows)
+            write_keys(conn, written)
             self._bump(conn)
         return pid if pid is not None else self.next_pid()
+
+    def sync_order_fields(self, fields: Mapping[str, str]) -> bool:
+        """Keep the sort keys of exactly these declared fields {name: type} (indexing/docstore_order.py): a new
+        field's are written for every stored document, in one transaction. True when something was written."""
+        return sync_fields(self._conn(), fields)
 
     @staticmethod
     def _bump(conn: sqlite3.Connection) -> int:

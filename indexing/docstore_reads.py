@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from indexing.docstore_order import Ordering, Position, Row, ordered_fields, rows_after
 from indexing.docstore_records import DocumentRecord, PassageBatch, PassageHit, StoredDocument
 from velaio.files import rollback
 from velaio.text import passage_text
@@ -159,6 +160,16 @@ class DocStoreReads:
             return conn.execute(q, (limit,)).fetchall()
         q = "SELECT doc_id, metadata FROM documents WHERE doc_id > ? ORDER BY doc_id LIMIT ?"
         return conn.execute(q, (after, limit)).fetchall()
+
+    def ordered_after(self, ordering: Ordering, after: Position | None, limit: int) -> list[Row]:
+        """(doc_id, metadata JSON text, value) of the first `limit` documents past `after` in the ordering (see
+        indexing/docstore_order.py), read in one transaction: one version of the keys and the documents."""
+        with self._snapshot() as conn:
+            return rows_after(conn, ordering, after, limit)
+
+    def order_fields(self) -> dict[str, str]:
+        """The fields this store keeps sort keys of: {name: type}."""
+        return ordered_fields(self._conn())
 
     def content_hashes(self, doc_ids: Sequence[str]) -> dict[str, str]:
         return dict(self._select_in("SELECT doc_id, content_hash FROM documents WHERE doc_id IN ({marks})", doc_ids))

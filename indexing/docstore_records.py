@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from indexing.docstore_order import SCHEMA as ORDER_SCHEMA
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS documents (
     doc_id TEXT PRIMARY KEY,
@@ -115,6 +117,7 @@ class DocumentRecord:
 
 def _init_schema(conn: sqlite3.Connection) -> None:
     conn.executescript(SCHEMA)
+    conn.executescript(ORDER_SCHEMA)  # the sort keys of ordered scrolls (indexing/docstore_order.py)
     columns = {row[1] for row in conn.execute("PRAGMA table_info(documents)")}
     if "context_id" not in columns:
         for sql in MIGRATIONS:

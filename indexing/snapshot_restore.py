@@ -237,6 +237,7 @@ def _restore(
         coll = open_collection(tmp, settings)
         try:
             with coll.writer():
+                coll.sync_order_keys()  # a snapshot made before ordered scrolls has no sort keys
                 commit_collection(coll, embedder)  # the index, rebuilt from the doc stores
         finally:
             coll.close()

@@ -17,8 +17,9 @@ from indexing.docstore import DocumentRecord
 from indexing.filter_match import matches
 from indexing.filters import Bool, Node
 from service.access_tokens import ACCESS_STATE, FULL, Access
-from service.document_api import BadCursor, decode_cursor, encode_cursor, get_documents
+from service.document_api import get_documents
 from service.errors import ApiError, parse_request_filter
+from service.scroll_cursor import BadCursor
 
 
 def access_of(request: Request) -> Access:
@@ -108,23 +109,22 @@ def granted_names(access: Access, names: Iterable[str], resolve: Callable[[str],
     return [n for n in names if n in reached]
 
 
-def cursor_codec(
-    access: Access, name: str, schema: dict[str, Any]
-) -> tuple[Callable[[str], str], Callable[[str], str]]:
-    """(encode, decode) of scroll cursors under this access. A cursor names the last document a page looked at,
+def cursor_seal(access: Access, name: str, schema: dict[str, Any]) -> tuple[Codec, Codec]:
+    """(seal, unseal) of scroll cursors under this access. A cursor names the last document a page looked at,
     and under a pinned filter that may be one the token cannot read: its cursors are sealed (Fernet: AES and an
-    HMAC, with a key derived from the token's signing key), so they say nothing and cannot be made by hand."""
+    HMAC, with a key derived from the token's signing key), so they say nothing and cannot be made by hand.
+    Unpinned reads keep cursors as they are (both functions return their argument)."""
     if pinned_filter(access, name, schema) is None:
-        return encode_cursor, decode_cursor
+        return str, str
     digest = hmac.new(access.signing_key, b"vela scroll cursor v1", hashlib.sha256).digest()
     fernet = Fernet(base64.urlsafe_b64encode(digest))
 
-    def seal(after: str) -> str:
-        return fernet.encrypt(encode_cursor(after).encode()).decode()
+    def seal(cursor: str) -> str:
+        return fernet.encrypt(cursor.encode()).decode()
 
     def unseal(cursor: str) -> str:
         try:
-            return decode_cursor(fernet.decrypt(cursor.encode()).decode())
+            return fernet.decrypt(cursor.encode()).decode()
         except (InvalidToken, ValueError) as exc:
             raise BadCursor("cursor: not a cursor this API returned to this token (pass next_cursor as it is)") from exc
 

@@ -7,16 +7,15 @@ Reads go to the doc stores (the latest stored state); count reads the published 
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from indexing import engine
 from indexing.collection import Collection
 from indexing.docstore import DocumentRecord
+from indexing.docstore_order import Ordering
 from indexing.facets import FacetCount, check_facet_field
 from indexing.filter_match import each_matches
 from indexing.filter_parser import parse_filter
@@ -25,39 +24,20 @@ from indexing.jobs import Job, JobKind
 from indexing.metadata_paths import path_key
 from service.documents import InvalidMetadata, check_batch_size, check_metadata_types, check_model
 from service.limits import document_size, metadata_problem, scroll_page_size
+from service.scroll_cursor import ScrollPosition, scroll_cursor
 from service.state import AppState
 
 SCAN_FACTOR = 10  # a scroll page scans at most this many documents per document it may return
 SCAN_BYTES = 16 * 1024 * 1024  # and at most this much stored metadata
 SHARD_PAGE = 256  # documents read from one doc store at a time
-_CURSOR_PREFIX = "v1\n"
 
 
 class DocumentNotFound(KeyError):
     pass
 
 
-class BadCursor(ValueError):
-    pass
-
-
 class MetadataOutOfBounds(ValueError):
     """Metadata past VELA_MAX_METADATA_* (depth, keys, JSON size) or not serialisable."""
-
-
-def encode_cursor(after: str) -> str:
-    """The opaque cursor of a scroll position: the last document id visited (url-safe base64, no padding)."""
-    return base64.urlsafe_b64encode((_CURSOR_PREFIX + after).encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> str:
-    try:
-        raw = base64.b64decode(cursor + "=" * (-len(cursor) % 4), altchars=b"-_", validate=True).decode()
-    except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
-        raise BadCursor("cursor: not a cursor this API returned (pass next_cursor as it is)") from exc
-    if not raw.startswith(_CURSOR_PREFIX):
-        raise BadCursor("cursor: not a cursor this API returned (pass next_cursor as it is)")
-    return raw[len(_CURSOR_PREFIX) :]
 
 
 def get_document(*, state: AppState, collection: str, doc_id: str) -> DocumentRecord:
@@ -80,12 +60,18 @@ def get_documents(*, coll: Collection, ids: list[str], passages: bool) -> tuple[
 @dataclass(frozen=True)
 class ScrollPage:
     documents: list[DocumentRecord]
-    next_after: str | None  # the last id visited, when documents may follow
+    next_after: ScrollPosition | None  # the last position visited, when documents may follow
     size: int  # bytes of the page's response body (UTF-8), measured before it is built
 
 
-def _cursor_size(after: str | None, encode: Callable[[str], str]) -> int:
-    return 4 if after is None else len(encode(after)) + 2  # null, or a quoted url-safe base64 string
+def _rows(
+    coll: Collection, ordering: Ordering | None, after: ScrollPosition | None, page: int
+) -> Iterator[tuple[str, str, ScrollPosition]]:
+    """(doc_id, metadata JSON, position) of the documents past `after`, in id order or in the ordering."""
+    if ordering is None:
+        return ((d, m, d) for d, m in coll.scan_metadata(after if isinstance(after, str) else None, page))
+    start = after if isinstance(after, tuple) else None
+    return ((d, m, (v, d)) for d, m, v in coll.scan_ordered(ordering, start, page))
 
 
 def scroll(
@@ -93,24 +79,35 @@ def scroll(
     state: AppState,
     coll: Collection,
     node: Node | None,
-    after: str | None,
+    after: ScrollPosition | None,
     limit: int,
-    encode: Callable[[str], str] = encode_cursor,
+    ordering: Ordering | None = None,
+    seal: Callable[[str], str] = str,
 ) -> ScrollPage:
-    """Documents with ids above `after`, in id order, whose latest stored metadata passes the filter.
+    """Documents past `after`, in id order or in `ordering` (a declared field's, indexing/docstore_order.py), whose
+    latest stored metadata passes the filter.
 
     The work of one request is bounded: it scans at most SCAN_FACTOR x limit documents and SCAN_BYTES of
     metadata, and its body (`size`, in UTF-8 bytes as sent) stays within VELA_MAX_RESPONSE_BYTES; a page may so
     hold fewer than `limit` documents and still have a next position. Only a page whose first document alone is
-    larger has a size over the limit (its caller refuses it). The order is by id, so documents upserted or patched
-    during a scroll keep their place: every document present at its start and not deleted during it is visited
-    exactly once. `encode` makes the page's cursor (a scoped token's seals it: service/access.py)."""
+    larger has a size over the limit (its caller refuses it). In id order, documents upserted or patched during a
+    scroll keep their place: every document present at its start and not deleted during it is visited exactly
+    once. An ordered scroll visits so every document whose value does not change during it (positions are (value,
+    id), a total order); one whose value changes may move past the scroll or back before it. `seal` wraps the
+    page's cursor (a scoped token's pinned reads seal theirs: service/access.py)."""
+
+    def cursor(position: ScrollPosition) -> str:
+        return seal(scroll_cursor(position, ordering))
+
+    def cursor_size(position: ScrollPosition | None) -> int:  # null, or a quoted url-safe base64 string
+        return 4 if position is None else len(cursor(position)) + 2
+
     max_scan = SCAN_FACTOR * limit
     per_shard = max(8, min(SHARD_PAGE, max_scan // len(coll.shard_list) + 1))
-    picked: list[str] = []
+    picked: list[tuple[str, ScrollPosition]] = []
     scanned = read = 0
     last, more = after, False
-    rows = iter(coll.scan_metadata(after, per_shard))
+    rows = iter(_rows(coll, ordering, after, per_shard))
     pending = next(rows, None)
     while pending is not None:
         if len(picked) >= limit or scanned >= max_scan or read >= SCAN_BYTES:
@@ -119,40 +116,41 @@ def scroll(
         # Matched a chunk at a time (numpy work over the chunk's values): a chunk is never larger than the
         # documents the page still takes, so the page visits the documents it visited one at a time.
         room = min(SHARD_PAGE, limit - len(picked), max_scan - scanned)
-        chunk: list[tuple[str, str]] = []
+        chunk: list[tuple[str, str, ScrollPosition]] = []
         while pending is not None and len(chunk) < room and read < SCAN_BYTES:
             chunk.append(pending)
-            scanned, read, last = scanned + 1, read + len(pending[1]), pending[0]
+            scanned, read, last = scanned + 1, read + len(pending[1]), pending[2]
             pending = next(rows, None)
         passing = (
             [True] * len(chunk)
             if node is None
-            else each_matches(node, [json.loads(t) for _, t in chunk], [d for d, _ in chunk])
+            else each_matches(node, [json.loads(t) for _, t, _ in chunk], [d for d, _, _ in chunk])
         )
-        picked.extend(doc_id for (doc_id, _), ok in zip(chunk, passing, strict=True) if ok)
-    stored = coll.documents(picked)
+        picked.extend((doc_id, at) for (doc_id, _, at), ok in zip(chunk, passing, strict=True) if ok)
+    stored = coll.documents([d for d, _ in picked])
     if node is not None:  # deleted or changed since it was scanned: dropped below
-        found = [d for d in picked if d in stored]
+        found = [d for d, _ in picked if d in stored]
         still = each_matches(node, [stored[d].metadata for d in found], found)
         stored = {d: stored[d] for d, ok in zip(found, still, strict=True) if ok}
-    end_cursor = _cursor_size(last if more else None, encode)  # the cursor of a page that takes every picked document
+    end_cursor = cursor_size(last if more else None)  # the cursor of a page that takes every picked document
     room = state.settings.max_response_bytes - scroll_page_size([], None) + 4  # for documents, commas and cursor
     out: list[DocumentRecord] = []
     sizes: list[int] = []
-    for doc_id in picked:
+    at_last: ScrollPosition | None = None
+    for doc_id, at in picked:
         doc = stored.get(doc_id)
         if doc is None:
             continue  # deleted or changed since it was scanned
         size = document_size(doc, passages=False)
-        # Ending here, the page's cursor is this document's id, or the end cursor: room for the larger.
+        # Ending here, the page's cursor is this document's position, or the end cursor: room for the larger.
         room -= size + (1 if out else 0)
-        if out and room < max(_cursor_size(doc_id, encode), end_cursor):
-            return ScrollPage(out, out[-1].doc_id, scroll_page_size(sizes, encode(out[-1].doc_id)))
+        if at_last is not None and room < max(cursor_size(at), end_cursor):
+            return ScrollPage(out, at_last, scroll_page_size(sizes, cursor(at_last)))
         out.append(doc)
         sizes.append(size)
+        at_last = at
     next_after = last if more else None
-    cursor = None if next_after is None else encode(next_after)
-    return ScrollPage(out, next_after, scroll_page_size(sizes, cursor))
+    return ScrollPage(out, next_after, scroll_page_size(sizes, None if next_after is None else cursor(next_after)))
 
 
 def count(*, state: AppState, coll: Collection, node: Node | None) -> int:

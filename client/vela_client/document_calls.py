@@ -32,10 +32,16 @@ def document_exists(collection: str, doc_id: str) -> Call[bool]:
 
 
 def scroll_documents(
-    collection: str, *, filter: Mapping[str, Any] | None, cursor: str | None, limit: int | None
+    collection: str,
+    *,
+    filter: Mapping[str, Any] | None,
+    cursor: str | None,
+    limit: int | None,
+    order_by: str | None = None,
+    direction: Literal["asc", "desc"] | None = None,
 ) -> Call[DocumentPage]:
     text = encoding.dumps(dict(filter)) if filter is not None else None
-    params = _set(filter=text, cursor=cursor, limit=limit)
+    params = _set(filter=text, cursor=cursor, limit=limit, order_by=order_by, direction=direction)
     return routes.SCROLL_DOCUMENTS.call(_model(DocumentPage), params=params, name=collection)
 
 

@@ -121,18 +121,39 @@ class SyncDocumentsMixin(SyncBase):
         filter: Mapping[str, Any] | None = None,
         cursor: str | None = None,
         limit: int | None = None,
+        order_by: str | None = None,
+        direction: Literal["asc", "desc"] | None = None,
     ) -> DocumentPage:
-        """One page of the collection's documents in id order, filtered by metadata; pass `next_cursor` on.
-        A page may hold fewer than `limit` documents and still have a next_cursor (see `iter_documents`)."""
-        return self._send(document_calls.scroll_documents(collection, filter=filter, cursor=cursor, limit=limit))
+        """One page of the collection's documents in id order, or ordered by a declared field (`order_by`,
+        `direction` "asc" or "desc": ties, then documents without a value, in id order), filtered by metadata; pass
+        `next_cursor` on with the same order. A page may hold fewer than `limit` documents and still have a
+        next_cursor (see `iter_documents`)."""
+        call = document_calls.scroll_documents(
+            collection, filter=filter, cursor=cursor, limit=limit, order_by=order_by, direction=direction
+        )
+        return self._send(call)
 
     def iter_documents(
-        self, collection: str, *, filter: Mapping[str, Any] | None = None, page_size: int | None = None
+        self,
+        collection: str,
+        *,
+        filter: Mapping[str, Any] | None = None,
+        page_size: int | None = None,
+        order_by: str | None = None,
+        direction: Literal["asc", "desc"] | None = None,
     ) -> Iterator[StoredDocument]:
-        """Every document (that passes `filter`) in id order, page after page until the scroll ends."""
+        """Every document (that passes `filter`) in id order, or in `order_by`'s, page after page until the scroll
+        ends."""
         cursor = None
         while True:
-            page = self.scroll_documents(collection, filter=filter, cursor=cursor, limit=page_size)
+            page = self.scroll_documents(
+                collection,
+                filter=filter,
+                cursor=cursor,
+                limit=page_size,
+                order_by=order_by,
+                direction=direction,
+            )
             yield from page.documents
             if page.next_cursor is None:
                 return

@@ -85,6 +85,29 @@ async def test_iter_documents_async(vela_url: str, notes: str) -> None:
         assert [d.id async for d in vela.iter_documents(notes, filter=SMALL, page_size=2)] == ["d0", "d1", "d2"]
 
 
+def test_scroll_and_iter_documents_order_by_a_declared_field(vela_url: str, notes: str) -> None:
+    with VelaClient(vela_url, api_key=API_KEY) as vela:
+        with pytest.raises(InvalidRequest) as undeclared:
+            vela.scroll_documents(notes, order_by="n")
+        assert undeclared.value.code == "invalid_order_by"
+        vela.set_schema(notes, {"n": "integer"}, wait=True)
+        page = vela.scroll_documents(notes, order_by="n", direction="desc", limit=3)
+        assert [d.id for d in page.documents] == ["d6", "d5", "d4"]
+        with pytest.raises(InvalidRequest) as other_order:
+            vela.scroll_documents(notes, order_by="n", cursor=page.next_cursor)  # made for desc, not asc
+        assert other_order.value.code == "invalid_cursor"
+        ids = [d.id for d in vela.iter_documents(notes, filter=SMALL, page_size=2, order_by="n", direction="desc")]
+        assert ids == ["d2", "d1", "d0"]
+
+
+@pytest.mark.anyio
+async def test_iter_documents_async_order_by(vela_url: str, notes: str) -> None:
+    async with AsyncVelaClient(vela_url, api_key=API_KEY) as vela:
+        await vela.set_schema(notes, {"n": "integer"}, wait=True)
+        got = [d.id async for d in vela.iter_documents(notes, page_size=2, order_by="n", direction="desc")]
+        assert got == [d["id"] for d in reversed(DOCS)]
+
+
 def test_patch_document_then_search_filters_and_count_see_it(client: VelaClient, notes: str) -> None:
     accepted = client.patch_document(notes, "d5", {"n": 1, "tag": None})
     assert isinstance(accepted, JobAccepted)

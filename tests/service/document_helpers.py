@@ -34,10 +34,10 @@ def index(client: httpx.Client, collection: str, docs: list[dict[str, Any]], **e
 
 
 def scroll_all(
-    client: httpx.Client, collection: str, *, limit: int = 100, filter: dict[str, Any] | None = None
+    client: httpx.Client, collection: str, *, limit: int = 100, filter: dict[str, Any] | None = None, **order: str
 ) -> tuple[list[dict[str, Any]], list[int]]:
-    """Every document a scroll returns, and the size of each page."""
-    params: dict[str, Any] = {"limit": limit}
+    """Every document a scroll returns, and the size of each page (`order`: order_by and direction)."""
+    params: dict[str, Any] = {"limit": limit, **order}
     if filter is not None:
         params["filter"] = json.dumps(filter)
     out: list[dict[str, Any]] = []

@@ -13,7 +13,7 @@ import pytest
 
 import service.api.routes.documents as document_routes
 from indexing.docstore import DocumentRecord
-from service.document_api import encode_cursor
+from indexing.docstore_order import Ordering
 from service.document_schemas import (
     DocumentOut,
     GetDocumentsResponse,
@@ -22,6 +22,7 @@ from service.document_schemas import (
     StoredDocumentOut,
 )
 from service.limits import document_size, get_documents_size, scroll_page_size
+from service.scroll_cursor import encode_cursor, scroll_cursor
 from tests.service.conftest import running_app
 from tests.service.document_helpers import index, scroll_all
 
@@ -59,7 +60,10 @@ def test_a_documents_measured_size_is_its_body_in_bytes(doc: DocumentRecord) -> 
     assert document_size(doc, passages=False) == len(stored.model_dump_json().encode())
 
 
-@pytest.mark.parametrize("cursor", [None, encode_cursor("d/é 日本")])
+ORDERED = scroll_cursor(('\x01 é 日本 "' * 40, 'd/é "日本"'), Ordering("tags.name", "keyword", descending=True))
+
+
+@pytest.mark.parametrize("cursor", [None, encode_cursor("d/é 日本"), ORDERED])
 @pytest.mark.parametrize("n", [0, 1, 3])
 def test_a_scroll_pages_measured_size_is_its_body_in_bytes(cursor: str | None, n: int) -> None:
     docs = _records()[:n]
@@ -173,6 +177,22 @@ def test_scroll_pages_fill_up_to_the_limit_in_bytes(server: httpx.Client) -> Non
     params: dict[str, Any] = {"limit": 100}
     while True:  # every page's body, as sent, within the limit
         r = server.get("/collections/small/documents", params=params)
+        assert r.status_code == 200 and len(r.content) <= LIMIT
+        params["cursor"] = r.json()["next_cursor"]
+        if params["cursor"] is None:
+            break
+
+
+def test_ordered_scroll_pages_with_long_keys_stay_within_the_limit_in_bytes(server: httpx.Client) -> None:
+    # Keys of 256 characters (one a JSON escape) make the cursors long: they count in the body.
+    docs = [{"id": f"k{i:02d}", "text": SMALL, "metadata": {"k": "\x01" + "k" * 300 + str(9 - i)}} for i in range(10)]
+    index(server, "ordered", docs, schema={"fields": {"k": "keyword"}})
+    got, sizes = scroll_all(server, "ordered", limit=100, order_by="k", direction="desc")
+    assert [d["id"] for d in got] == [f"k{i:02d}" for i in range(10)]  # the keys tie: ids decide
+    assert max(sizes) >= 2
+    params: dict[str, Any] = {"limit": 100, "order_by": "k", "direction": "desc"}
+    while True:
+        r = server.get("/collections/ordered/documents", params=params)
         assert r.status_code == 200 and len(r.content) <= LIMIT
         params["cursor"] = r.json()["next_cursor"]
         if params["cursor"] is None:

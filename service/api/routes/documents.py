@@ -4,23 +4,24 @@ fields."""
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request, Response, status
 
 import service.api.doc_id_path  # noqa: F401  registers {doc_id:doc_id} before the routes below
 from indexing.collection import Collection, CollectionNotFound
 from indexing.docstore import DocumentRecord
+from indexing.docstore_order import OrderByError, Ordering, OrderNotReady, check_order_field
 from indexing.facets import FacetError
 from indexing.filter_match import matches
-from indexing.filters import FilterError, Node
-from service.access import RequestAccess, cursor_codec, pinned_filter, read_filter, visible_only
+from indexing.filters import FilterError, Node, Schema
+from indexing.metadata_paths import MAX_PATH, path_key
+from service.access import RequestAccess, cursor_seal, pinned_filter, read_filter, visible_only
 from service.access_tokens import Access
 from service.api.json_body import JsonRoute
 from service.api.routes.collections import not_found
 from service.deps import State
 from service.document_api import (
-    BadCursor,
     DocumentNotFound,
     MetadataOutOfBounds,
     count,
@@ -52,11 +53,14 @@ from service.documents import BatchTooLarge, InvalidMetadata
 from service.errors import ApiError, shown
 from service.limits import check_response_size, document_size, get_documents_size
 from service.schemas import ErrorResponse, JobAccepted, SchemaUpdate, lone_surrogate_at
+from service.scroll_cursor import BadCursor, scroll_cursor, scroll_position
 from service.state import AppState
 
 router = APIRouter(prefix="/collections", tags=["documents"], route_class=JsonRoute)
 ERRORS: dict[int | str, dict[str, Any]] = {404: {"model": ErrorResponse}, 422: {"model": ErrorResponse}}
 MAX_FILTER_CHARS = 65_536  # the filter query parameter, as JSON text
+# A cursor: an ordered scroll's names its field, a keyword value (ORDER_KEY_CHARS) and an id, JSON-escaped
+MAX_CURSOR_CHARS = 16_384
 
 
 def _collection(state: AppState, name: str) -> Collection:
@@ -104,7 +108,11 @@ def _query_filter(raw: str | None, coll: Collection, access: Access, name: str) 
 @router.get(
     "/{name}/documents",
     response_model=ScrollResponse,
-    responses={**ERRORS, 413: {"model": ErrorResponse, "description": "a document larger than the response limit"}},
+    responses={
+        **ERRORS,
+        409: {"model": ErrorResponse, "description": "order_by: a field whose schema is being changed"},
+        413: {"model": ErrorResponse, "description": "a document larger than the response limit"},
+    },
 )
 def scroll_documents(
     name: str,
@@ -120,31 +128,61 @@ def scroll_documents(
         ),
     ] = None,
     cursor: Annotated[
-        str | None, Query(max_length=4096, description="next_cursor of the previous page; unset: from the start")
+        str | None,
+        Query(max_length=MAX_CURSOR_CHARS, description="next_cursor of the previous page; unset: from the start"),
     ] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_SCROLL_LIMIT, description="most documents in the page")] = 100,
+    order_by: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=MAX_PATH,
+            description="a declared metadata field to order by (a nested one by its dotted path); unset: id order",
+        ),
+    ] = None,
+    direction: Annotated[
+        Literal["asc", "desc"] | None, Query(description="with order_by: ascending (the default) or descending")
+    ] = None,
 ) -> Response:
-    """Scroll the collection's documents in id order, filtered by metadata. Documents keep their place while they
-    are upserted or patched, so a scroll visits each document present at its start (and not deleted) exactly once.
-    Each request scans a bounded number of documents: a page may hold fewer than `limit` (even none) and still
-    have a `next_cursor`; the scroll ends when `next_cursor` is null."""
+    """Scroll the collection's documents in id order, or ordered by a declared field (`order_by`, `direction`:
+    ties, then the documents without a value, in id order), filtered by metadata. A scroll visits each document
+    present at its start (and not deleted) exactly once; in an ordered one, a document whose value changes
+    meanwhile may move. Each request scans a bounded number of documents: a page may hold fewer than `limit`
+    (even none) and still have a `next_cursor`; the scroll ends when `next_cursor` is null."""
     coll = _collection(state, name)
     node = _query_filter(filter_, coll, access, name)
-    encode, decode = cursor_codec(access, name, coll.settings.schema)
+    ordering = _ordering(coll, order_by, direction)
+    seal, unseal = cursor_seal(access, name, coll.settings.schema)
     try:
-        after = decode(cursor) if cursor else None
+        after = scroll_position(unseal(cursor), ordering) if cursor else None
     except BadCursor as exc:
         raise ApiError(422, "invalid_cursor", str(exc)) from exc
-    page = scroll(state=state, coll=coll, node=node, after=after, limit=limit, encode=encode)
+    try:
+        page = scroll(state=state, coll=coll, node=node, after=after, limit=limit, ordering=ordering, seal=seal)
+    except OrderNotReady as exc:
+        raise ApiError(409, "conflict", f"{exc} (its schema is being changed): try again shortly") from exc
     # Only a page whose one document is too large is over the limit: refused before its body is built.
     first = page.documents[0].doc_id if page.documents else ""
     advice = f"the next document, {shown(first)}, alone is larger: raise the limit to read it"
     check_response_size(state.settings, page.size, advice=advice)
     response = ScrollResponse(
         documents=[_stored(d) for d in page.documents],
-        next_cursor=encode(page.next_after) if page.next_after is not None else None,
+        next_cursor=seal(scroll_cursor(page.next_after, ordering)) if page.next_after is not None else None,
     )
     return _bounded(state, response.__pydantic_serializer__.to_json(response), advice=advice)
+
+
+def _ordering(coll: Collection, order_by: str | None, direction: str | None) -> Ordering | None:
+    """The order a scroll asks for: None (id order), or a declared field's; 422 otherwise."""
+    if order_by is None:
+        if direction is not None:  # an option that could not change the answer is refused, not ignored
+            raise ApiError(422, "invalid_request", "direction: orders a scroll by order_by; without it, ids ascend")
+        return None
+    try:
+        kind = check_order_field(order_by, Schema.from_json(coll.settings.schema).fields)
+    except OrderByError as exc:
+        raise ApiError(422, "invalid_order_by", str(exc)) from exc
+    return Ordering(path_key(order_by), kind, direction == "desc")
 
 
 # `:path`, as for DELETE: any document id can be addressed, "/" included.

@@ -8,9 +8,9 @@ from indexing.jobs import TERMINAL, Job, JobKind, JobNotFound, JobNotRetryable, 
 from service.access import RequestAccess, reaches_job
 from service.api.json_body import JsonRoute
 from service.deps import State
-from service.document_api import BadCursor, decode_cursor, encode_cursor
 from service.errors import ApiError, shown
 from service.schemas import ErrorResponse, JobList, JobOut
+from service.scroll_cursor import BadCursor, decode_cursor, encode_cursor
 
 MAX_JOBS_PAGE = 1000
 
