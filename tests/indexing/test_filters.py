@@ -180,6 +180,8 @@ MALFORMED: list[tuple[Any, str]] = [
     ({"must_not": [{"exists": {"key": "a"}, "key": "b"}]}, "filter.must_not[0]"),
     ({"must": [{"must": [{"key": "n", "range": {"lt": "x"}}]}]}, "filter.must[0].must[0].range.lt"),
     ({"must": [{"unknown": 1}]}, "filter.must[0]"),
+    ({"must": [{"key": "n", "match": {"value": float("inf")}}]}, "filter.must[0].match.value"),
+    ({"must": [{"key": "n", "match": {"any": [1, float("-inf")]}}]}, "filter.must[0].match.any[1]"),
     (DEEP, "filter.must[0].must[0].must[0].must[0].must[0].must[0].must[0].must[0]"),
 ]
 
