@@ -103,7 +103,8 @@ class CollectionSchema(UnicodeBody):
         default_factory=dict,
         max_length=64,
         description='declared metadata fields, e.g. {"tenant": "keyword", "year": "integer", '
-        '"published": "datetime"}; a document\'s value must have the type (or be a list of such values, or null)',
+        '"published": "datetime"}; a document\'s value must have the type (or be a list of such values, or null). '
+        'A nested field by its dotted path ("author.born"): a name holding [] is refused',
     )
     strict: bool = Field(False, description="filters may name declared fields only")
 
@@ -127,7 +128,8 @@ class SchemaUpdate(CollectionSchema):
         ...,
         max_length=64,
         description='every declared metadata field, e.g. {"tenant": "keyword", "year": "integer"}: the whole new '
-        "schema (a field left out is no longer declared; {} declares none)",
+        "schema (a field left out is no longer declared; {} declares none); a nested field by its dotted path, "
+        "never with []",
     )
 
 

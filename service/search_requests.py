@@ -128,8 +128,8 @@ class SearchOptions(HitParts):
         DEFAULT_DEPTH,
         ge=1,
         le=10_000,
-        description="hybrid: each list is cut to this depth before fusion; at least offset + k (unset: 200, or "
-        "offset + k when that is more)",
+        description="hybrid: each list is cut to this depth before fusion; at least offset + k (unset, or sent as "
+        "200: 200, or offset + k when that is more)",
     )
     weights: dict[Literal["dense", "bm25"], float] | None = Field(None, description="per-list RRF weights")
     group_by_doc: bool = Field(True, description="one hit per document (its best passage)")
