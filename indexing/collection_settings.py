@@ -94,6 +94,8 @@ def check_schema(schema: dict[str, Any]) -> None:
             raise ValueError(f"schema field name {name!r} must be 1-256 characters")
         if "[]" in name:  # filters read `a[].b` as `a.b`: a field declared so could never be named by one
             dotted = name.replace("[]", "")
+            if not dotted:
+                raise ValueError(f"schema field name {name!r}: [] marks a list in a filter's path, not a field")
             raise ValueError(f"schema field name {name!r}: a nested field is declared by its dotted path ({dotted!r})")
         if kind not in FIELD_TYPES:
             raise ValueError(f"schema field {name!r}: type must be one of {list(FIELD_TYPES)}, got {kind!r}")

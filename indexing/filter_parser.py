@@ -3,6 +3,7 @@ and bounded (MAX_CONDITIONS, MAX_NESTED, MAX_DEPTH, MAX_ANY). Every fault is a F
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from indexing.filters import (
@@ -159,8 +160,8 @@ class _Parser:
             raise FilterError(path, "field is a datetime: match on it with a range, not equality")
         if kind is None and not (isinstance(v, str | bool) or is_number(v)):
             raise FilterError(path, f"expected a string, number or boolean, got {type(v).__name__}")
-        if isinstance(v, float) and v != v:  # noqa: PLR0124  NaN equals nothing
-            raise FilterError(path, "NaN is not a value")
+        if isinstance(v, float) and not math.isfinite(v):  # NaN equals nothing; 1e400 is valid JSON, read as inf
+            raise FilterError(path, f"expected a finite number, got {v}")
         return v
 
     def values_count(self, key: str, raw: Any, path: str) -> ValuesCount:

@@ -128,8 +128,8 @@ class SearchOptions(HitParts):
         DEFAULT_DEPTH,
         ge=1,
         le=10_000,
-        description="hybrid: each list is cut to this depth before fusion; at least offset + k (unset: 200, or "
-        "offset + k when that is more)",
+        description="hybrid: each list is cut to this depth before fusion; at least offset + k (unset, or sent as "
+        "200: 200, or offset + k when that is more)",
     )
     weights: dict[Literal["dense", "bm25"], float] | None = Field(None, description="per-list RRF weights")
     group_by_doc: bool = Field(True, description="one hit per document (its best passage)")
@@ -197,13 +197,18 @@ class SearchOptions(HitParts):
 
     def _resolve_group_depth(self, end: int) -> None:
         assert self.group_by is not None
-        fused = self.depth if self.mode == "hybrid" and "depth" in self.model_fields_set else None
+        fused = self.depth if self.mode == "hybrid" and self._given("depth") else None
         self.group_by.resolve_depth(end, fused)
 
     def _given(self, name: str) -> bool:
-        """Sent, with another value than the schema's default."""
-        default = type(self).model_fields[name].default
-        return name in self.model_fields_set and getattr(self, name) != default
+        """Sent, with another value than the schema's default. A fusion of method auto and nothing else is the
+        default too: left out, the fusion is auto."""
+        if name not in self.model_fields_set:
+            return False
+        value = getattr(self, name)
+        if name == "fusion":
+            return value is not None and value != FusionOptions()
+        return bool(value != type(self).model_fields[name].default)
 
     def _depth_reaches_the_page(self) -> None:
         """Fusion reads each list to `depth` only, so a page past it would come back short or empty. An explicit
@@ -211,7 +216,7 @@ class SearchOptions(HitParts):
         documents a group_by draws from; the default one is deepened to them."""
         end = self.offset + self.k
         drawn = self.group_by.depth if self.group_by is not None and self.group_by.depth is not None else end
-        if "depth" not in self.model_fields_set:
+        if not self._given("depth"):  # left out or sent as the default: deepened alike
             self.depth = max(DEFAULT_DEPTH, end, drawn)
         elif self.depth < end:
             raise ValueError(

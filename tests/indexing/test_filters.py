@@ -191,6 +191,19 @@ def test_a_malformed_filter_names_the_path_of_its_fault(raw: Any, path: str) -> 
     assert err.value.path.startswith(path), (err.value.path, path)
 
 
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan")])
+def test_a_match_value_that_is_not_finite_is_refused(value: float) -> None:
+    # MALFORMED is sent as JSON too, which cannot hold these: the API's test sends them as raw bytes.
+    for raw, path in (
+        ({"key": "n", "match": {"value": value}}, "filter.match.value"),
+        ({"must": [{"key": "n", "match": {"any": [1, value]}}]}, "filter.must[0].match.any[1]"),
+        ({"key": "n", "match": {"except": [value]}}, "filter.match.except[0]"),
+    ):
+        with pytest.raises(FilterError) as err:
+            parse_filter(raw)
+        assert err.value.path == path
+
+
 def test_a_strict_schema_refuses_undeclared_fields() -> None:
     strict = Schema.from_json({**SCHEMA, "strict": True})
     with pytest.raises(FilterError) as err:

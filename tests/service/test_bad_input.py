@@ -279,5 +279,18 @@ def test_options_that_apply_are_taken(small: httpx.Client) -> None:
         {"mode": "bm25", "dim": "full", "rescore": True, "depth": 200, "rrf_k": 60},
         {"mode": "dense", "depth": 200, "rrf_k": 60},
         {"fusion": {"method": "convex"}, "rrf_k": 60},
+        {"mode": "dense", "fusion": {"method": "auto"}},  # auto is what no fusion means
+        {"mode": "bm25", "fusion": {"method": "auto"}, "weights": None},
+        {"group_by": {"key": "topic", "depth": 500}, "depth": 200},  # deepened to the groups, as when left out
     ):
         assert _search(small, **body).status_code == 200, body
+
+
+def test_the_default_depth_sent_is_deepened_to_the_page_as_when_left_out(small: httpx.Client) -> None:
+    """docs/api.md: a default sent in any mode is taken. depth: 200 was an explicit depth, below offset + k."""
+    page = {"offset": 195, "k": 10}
+    left_out = _search(small, **page)
+    sent = _search(small, **page, depth=200)
+    assert left_out.status_code == sent.status_code == 200, sent.text
+    assert sent.json()["hits"] == left_out.json()["hits"]
+    assert _search(small, **page, depth=201).status_code == 422  # another depth is explicit: it must reach the page

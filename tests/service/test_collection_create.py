@@ -62,6 +62,8 @@ def test_the_same_put_again_is_answered_as_it_is_and_other_settings_are_a_confli
         ("ok", {"embedder": "no-such-model"}, "unknown_model"),
         ("ok", {"schema": {"fields": {"x": "text"}}}, "invalid_request"),
         ("ok", {"dims": 3}, "invalid_request"),
+        ("ok", {"schema": {"fields": {"refs[].year": "integer"}}}, "invalid_request"),  # declared as refs.year
+        ("ok", {"schema": {"fields": {"[]": "keyword"}}}, "invalid_request"),
     ],
 )
 def test_a_bad_create_is_a_422_and_makes_nothing(client: httpx.Client, name: str, body: dict, code: str) -> None:

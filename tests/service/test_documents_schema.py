@@ -139,9 +139,26 @@ def test_schema_request_errors(server: Server) -> None:
     assert r.status_code == 404 and r.json()["error"]["code"] == "collection_not_found"
     bodies: list[Any] = [{"fields": {"year": "int"}}, {"fields": {}, "strict": "yes"}, {"fields": {}, "other": 1}, []]
     bodies += [{}, {"strict": True}]  # the whole new schema: an empty or cut body must not drop every field
+    bodies += [{"fields": {name: "integer"}} for name in ("refs[].year", "a[]", "x[].y", "[]")]  # dotted paths only
     for body in bodies:
         r = client.put("/collections/schema-bad/schema", json=body)
         assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_request", body
+    assert client.get("/jobs", params={"collection": "schema-bad", "kind": "schema"}).json()["jobs"] == []
+
+
+def test_a_field_named_with_the_list_mark_is_refused_before_anything_is_made(server: Server) -> None:
+    """Filters read `refs[].year` as `refs.year`: a field declared so could never be named by one. It was a 500
+    (PUT /collections, POST /index) or a job that failed (PUT .../schema)."""
+    client, _ = server
+    for name in ("refs[].year", "a[]", "x[].y", "[]"):
+        doc = {"id": "a", "text": "alpha", "metadata": {"refs": [{"year": 2001}]}}
+        r = client.post(
+            "/index", json={"collection": "marked", "documents": [doc], "schema": {"fields": {name: "integer"}}}
+        )
+        assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_request", r.text
+        assert repr(name) in r.json()["error"]["message"], r.text
+    assert client.get("/collections/marked").status_code == 404
+    assert client.get("/jobs", params={"collection": "marked"}).json()["jobs"] == []
 
 
 def test_an_integer_no_float_holds_is_refused_for_a_float_field(server: Server) -> None:

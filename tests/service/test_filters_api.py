@@ -14,6 +14,7 @@ import pytest
 from tests.indexing.test_filters import MALFORMED, SCHEMA
 from tests.service.conftest import running_server, wait_job
 
+JSON = {"Content-Type": "application/json"}
 TOPICS = ["tides and the moon", "insulin and sugar", "magma under the crust", "carbon in the air"]
 
 
@@ -177,6 +178,34 @@ def test_the_server_is_healthy_after_bad_filters(client: httpx.Client) -> None:
         client.post("/search/batch", json={"collection": "three", "queries": ["a", "b"], "filter": raw})
     assert client.get("/healthz").status_code == 200
     assert _search(client, "three", "hybrid", FILTERS[0])
+
+
+NON_FINITE = [
+    (b'{"key": "v", "match": {"value": Infinity}}', "filter.match.value"),
+    (b'{"key": "v", "match": {"value": -1e400}}', "filter.match.value"),  # valid JSON, read as -inf
+    (b'{"key": "v", "match": {"value": NaN}}', "filter.match.value"),
+    (b'{"key": "v", "match": {"any": [1, 1e400]}}', "filter.match.any[1]"),
+    (b'{"must": [{"key": "v", "match": {"except": [-1e400]}}]}', "filter.must[0].match.except[0]"),
+    (b'{"key": "v", "range": {"gt": 1e400}}', "filter.range.gt"),
+]
+
+
+@pytest.mark.parametrize(("raw", "path"), NON_FINITE)
+def test_a_non_finite_number_anywhere_in_a_filter_is_an_invalid_filter(
+    client: httpx.Client, raw: bytes, path: str
+) -> None:
+    """docs/api.md: Infinity or NaN anywhere is a 422. A match value once took them (a range did not)."""
+    body = b'{"collection": "one", "query": "moon", "filter": %s}' % raw
+    sent = [
+        client.post("/collections/one/count", content=b'{"filter": %s}' % raw, headers=JSON),
+        client.post("/search", content=body, headers=JSON),
+        client.post("/search/batch", content=body.replace(b'"query": "moon"', b'"queries": ["moon"]'), headers=JSON),
+        client.get("/collections/one/documents", params={"filter": raw.decode()}),
+    ]
+    for r in sent:
+        assert r.status_code == 422, (r.request.url, r.text)
+        error = r.json()["error"]
+        assert error["code"] == "invalid_filter" and error["message"].startswith(path), (r.request.url, error)
 
 
 def test_index_refuses_metadata_of_the_wrong_type(client: httpx.Client) -> None:
