@@ -65,6 +65,11 @@ def submit_reindex(*, state: AppState, collection: str, embedder: str, options: 
 def switch_spec(*, state: AppState, collection: str, kind: JobKind) -> dict[str, Any]:
     """A promote (of the finished generation waiting for it) or a rollback (to the kept one), checked."""
     coll = state.collections.get(collection)
+    # An unfinished generation job first: a promote sent during a reindex is refused naming it (create_switch), not
+    # as one with nothing to promote, since the reindex has not made its generation ready yet.
+    unfinished = state.jobs.unfinished_of(coll.name, GENERATION_KINDS)
+    if unfinished is not None:
+        raise _unfinished(state, coll.name, kind, unfinished)
     pointer = gens.read_pointer(state.collections.root / coll.name)
     if kind == JobKind.PROMOTE and (pointer.building is None or not pointer.ready):
         raise NothingToSwitch(f"collection {coll.name!r} has no finished generation waiting for promotion")
@@ -90,13 +95,21 @@ def create_switch(*, state: AppState, collection: str, kind: JobKind, running_in
     job = state.jobs.create_unless_unfinished(
         collection=spec["collection"], kind=kind, payload=[spec], kinds=GENERATION_KINDS, running_in=running_in
     )
-    if isinstance(job, str):
-        other = state.jobs.get(job).kind.value
-        raise CollectionConflict(
-            f"collection {spec['collection']!r} has a {other} job ({job}) not finished yet: wait for it, "
-            f"then send the {kind.value} again if it is still wanted"
-        )
+    if isinstance(job, str):  # one recorded since switch_spec looked
+        raise _unfinished(state, spec["collection"], kind, job)
     return job
+
+
+def _unfinished(state: AppState, collection: str, kind: JobKind, job: str) -> CollectionConflict:
+    """The refusal of a `kind` switch while `job`, a generation job of the collection, is unfinished."""
+    try:
+        other = state.jobs.get(job).kind.value
+    except JobNotFound:  # ended and removed meanwhile
+        other = "generation"
+    return CollectionConflict(
+        f"collection {collection!r} has a {other} job ({job}) not finished yet: wait for it, "
+        f"then send the {kind.value} again if it is still wanted"
+    )
 
 
 def submit_switch(*, state: AppState, collection: str, kind: JobKind) -> Job:
