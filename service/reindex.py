@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from indexing import generations as gens
+from indexing.chunking import ChunkingParams
 from indexing.collection import CollectionConflict
 from indexing.collection_settings import load_settings
 from indexing.gate import UnknownDataset, dataset_dir
@@ -17,6 +18,10 @@ from service.state import AppState
 
 class NothingToSwitch(ValueError):
     """POST promote with no finished generation waiting, or rollback with none kept."""
+
+
+class InvalidChunking(ValueError):
+    """A reindex's chunking that, completed with the serving generation's, has an overlap over half its passages."""
 
 
 def _reindexing(collection: str, job_id: str) -> CollectionConflict:
@@ -47,7 +52,23 @@ def reindex_spec(*, state: AppState, collection: str, embedder: str, options: di
     running = _busy(state, gens.read_pointer(state.collections.root / coll.name))
     if running:
         raise _reindexing(coll.name, running)
+    chunking = options.get("chunking")
+    if chunking is not None:
+        options = {**options, "chunking": _chunking(coll.settings.chunking, chunking)}
     return {**options, "collection": coll.name, "embedder": resolved, "embedder_name": embedder}
+
+
+def _chunking(current: ChunkingParams, asked: dict[str, int]) -> dict[str, int]:
+    """The new generation's chunking: what the request gave, the serving generation's for the rest. An overlap
+    that does not fit the pair so made is refused (InvalidChunking), not changed behind the request's back."""
+    chunking = {"max_tokens": current.max_tokens, "overlap": current.overlap, **asked}
+    if chunking["overlap"] > chunking["max_tokens"] // 2:
+        kept = "max_tokens" if "max_tokens" not in asked else "overlap"
+        raise InvalidChunking(
+            f"chunking.overlap {chunking['overlap']} is more than half of chunking.max_tokens "
+            f"{chunking['max_tokens']} (chunking.{kept} is the serving generation's): give both"
+        )
+    return chunking
 
 
 def submit_reindex(*, state: AppState, collection: str, embedder: str, options: dict[str, Any]) -> Job:
@@ -124,6 +145,7 @@ def generation_info(*, state: AppState, collection: str) -> dict[str, Any]:
 
 
 __all__ = [
+    "InvalidChunking",
     "NothingToSwitch",
     "UnknownDataset",
     "create_switch",

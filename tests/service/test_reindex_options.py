@@ -1,4 +1,5 @@
-"""What is refused while a reindex runs: a promote sent during it names the unfinished job, as a rollback does."""
+"""What a reindex request leaves out, and what is refused while one runs: a partial `chunking` keeps the serving
+generation's other field, and a promote sent during a reindex names the unfinished job, as a rollback does."""
 
 from __future__ import annotations
 
@@ -28,6 +29,32 @@ def client(tmp_path_factory: pytest.TempPathFactory, tiny_embedder_dir: Path) ->
 def _collection(client: httpx.Client, name: str) -> None:
     r = client.post("/index", json={"collection": name, "documents": DOCS})
     assert wait_job(client, r.json()["job_id"])["status"] == "succeeded"
+
+
+def _reindex(client: httpx.Client, name: str, body: dict[str, Any]) -> dict[str, Any]:
+    r = client.post(f"/collections/{name}/reindex", json={"embedder": "tiny", **body})
+    assert r.status_code == 202, r.text
+    return wait_job(client, r.json()["job_id"])
+
+
+def test_a_partial_chunking_keeps_the_serving_generations_other_field(client: httpx.Client) -> None:
+    _collection(client, "parts")
+    assert _reindex(client, "parts", {"chunking": {"max_tokens": 16, "overlap": 8}})["status"] == "succeeded"
+    assert client.get("/collections/parts").json()["chunking"] == {"max_tokens": 16, "overlap": 8}
+    # The overlap left out is the serving generation's 8, not the server's default 32.
+    assert _reindex(client, "parts", {"chunking": {"max_tokens": 64}})["status"] == "succeeded"
+    assert client.get("/collections/parts").json()["chunking"] == {"max_tokens": 64, "overlap": 8}
+    assert _reindex(client, "parts", {"chunking": {"overlap": 20}})["status"] == "succeeded"
+    assert client.get("/collections/parts").json()["chunking"] == {"max_tokens": 64, "overlap": 20}
+    # An overlap that does not fit the new max_tokens is refused, not changed behind the request's back.
+    r = client.post("/collections/parts/reindex", json={"embedder": "tiny", "chunking": {"max_tokens": 32}})
+    err = error_body(r)
+    assert r.status_code == 422 and err["code"] == "invalid_request", r.text
+    assert err["message"] == (
+        "chunking.overlap 20 is more than half of chunking.max_tokens 32 "
+        "(chunking.overlap is the serving generation's): give both"
+    )
+    assert client.get("/collections/parts").json()["chunking"] == {"max_tokens": 64, "overlap": 20}
 
 
 def test_a_promote_during_a_reindex_names_the_job(client: httpx.Client, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -21,7 +21,14 @@ from service.model_registry import (
     public_model_name,
     shown_model_name,
 )
-from service.reindex import NothingToSwitch, UnknownDataset, generation_info, submit_reindex, submit_switch
+from service.reindex import (
+    InvalidChunking,
+    NothingToSwitch,
+    UnknownDataset,
+    generation_info,
+    submit_reindex,
+    submit_switch,
+)
 from service.reindex_schemas import ReindexRequest
 from service.schemas import CollectionCreate, CollectionList, CollectionOut, ErrorResponse, JobAccepted
 
@@ -138,6 +145,8 @@ def reindex_collection(name: str, body: ReindexRequest, state: State, request: R
         raise ApiError(422, "invalid_model", str(exc)) from exc
     except UnknownDataset as exc:
         raise ApiError(422, "unknown_dataset", str(exc)) from exc
+    except InvalidChunking as exc:
+        raise ApiError(422, "invalid_request", str(exc)) from exc
     except CollectionNotFound as exc:
         raise not_found(name) from exc
     except CollectionConflict as exc:
