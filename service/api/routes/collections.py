@@ -85,6 +85,8 @@ def get_collection(name: str, state: State) -> CollectionOut:
         200: {"model": CollectionOut, "description": "the collection was there already, with these settings"},
         409: {"model": ErrorResponse, "description": "a collection of that name with other settings, or an alias"},
         422: {"model": ErrorResponse},
+        # No job is queued, but a new collection's files are written: refused as a first write is on a full disk.
+        507: {"model": ErrorResponse, "description": "insufficient_storage: the disk is below VELA_MIN_FREE_DISK_MB"},
     },
 )
 def put_collection(name: str, state: State, response: Response, body: CollectionCreate | None = None) -> CollectionOut:
