@@ -1,8 +1,10 @@
 """What a reindex request leaves out, and what is refused while one runs: a partial `chunking` keeps the serving
-generation's other field, and a promote sent during a reindex names the unfinished job, as a rollback does."""
+generation's other field, a promote sent during a reindex names the unfinished job, as a rollback does, and a switch
+counts no documents."""
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +14,7 @@ import httpx
 import pytest
 
 import indexing.gen_sync
+from cli.main import main as vela
 from models.registry import ModelRegistry
 from tests.service.conftest import error_body, running_app, wait_job
 
@@ -82,3 +85,29 @@ def test_a_promote_during_a_reindex_names_the_job(client: httpx.Client, monkeypa
     finally:
         release.set()
     assert wait_job(client, job)["status"] == "succeeded"
+
+
+def test_a_switch_counts_no_documents(
+    client: httpx.Client, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A promotion or a rollback counts none: it showed 1/1 done, with a speed in documents per second, and `vela jobs
+    wait` said it succeeded with "1 documents"."""
+    _collection(client, "switched")
+    assert _reindex(client, "switched", {"reencode": True})["status"] == "succeeded"
+    r = client.post("/collections/switched/rollback")
+    assert r.status_code == 202, r.text
+    queued = client.get(f"/jobs/{r.json()['job_id']}").json()
+    assert queued["done"] == queued["total"] == 0, queued
+    job = wait_job(client, r.json()["job_id"])
+    assert job["status"] == "succeeded" and job["kind"] == "rollback"
+    assert job["done"] == job["total"] == 0 and job["docs_per_s"] is None and job["eta_s"] is None, job
+    monkeypatch.setenv("VELA_URL", str(client.base_url))
+    monkeypatch.delenv("VELA_API_KEY", raising=False)
+    capsys.readouterr()
+    assert vela(["jobs", "wait", job["id"]]) == 0
+    assert re.fullmatch(
+        rf"job {job['id']} \(rollback switched\) succeeded \(ran \d+\.\d s\)\n", capsys.readouterr().out
+    )
+    assert vela(["jobs", "show", job["id"]]) == 0
+    fields = dict(line.split(None, 1) for line in capsys.readouterr().out.splitlines())
+    assert fields["progress"] == "-" and "speed" not in fields, fields
