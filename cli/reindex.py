@@ -41,7 +41,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gate-mode", choices=["dense", "bm25", "hybrid"], default="dense", help="how both are searched")
     p.add_argument("--gate-tolerance", type=float, default=0.0, help="promote when new >= old - this (default 0)")
     p.add_argument("--chunk-tokens", type=int, default=None, help="new chunking: tokens per passage")
-    p.add_argument("--chunk-overlap", type=int, default=None, help="new chunking: overlap (with --chunk-tokens)")
+    p.add_argument(
+        "--chunk-overlap",
+        type=int,
+        default=None,
+        help="new chunking: overlap (with --chunk-tokens; default: the serving generation's)",
+    )
     p.add_argument("--reencode", action="store_true", help="encode every document, never copy the stored vectors")
     p.add_argument("--data-dir", default=None, help="data directory (default VELA_DATA_DIR or ./.vela)")
 
@@ -80,7 +85,8 @@ def options(args: argparse.Namespace) -> dict[str, Any]:
             "tolerance": args.gate_tolerance,
         }
     if args.chunk_tokens is not None:
-        body["chunking"] = {"max_tokens": args.chunk_tokens, "overlap": args.chunk_overlap or 0}
+        overlap = {} if args.chunk_overlap is None else {"overlap": args.chunk_overlap}  # else the serving one's
+        body["chunking"] = {"max_tokens": args.chunk_tokens, **overlap}
     try:
         return ReindexRequest.model_validate(body).spec()
     except ValidationError as exc:
@@ -94,7 +100,7 @@ def main(args: argparse.Namespace) -> int:
     from indexing.collection import CollectionConflict, CollectionNotFound
     from indexing.jobs import JobKind
     from service.model_registry import ModelKindMismatch, ModelUnavailable, UnknownModelName, UnusableModel
-    from service.reindex import NothingToSwitch, UnknownDataset, create_switch, reindex_spec
+    from service.reindex import InvalidChunking, NothingToSwitch, UnknownDataset, create_switch, reindex_spec
     from service.settings import Settings
     from service.state import build_state
 
@@ -127,6 +133,8 @@ def main(args: argparse.Namespace) -> int:
             job = create_switch(state=state, collection=args.collection, kind=kind, running_in=WORKER)
     except UnknownDataset as exc:  # the API's field names, said as this command's flags
         return _fail(str(exc).replace("gate.dataset:", "--gate:").replace("gate.split:", "--gate-split:"), 2)
+    except InvalidChunking as exc:
+        return _fail(str(exc).replace("chunking.max_tokens", "--chunk-tokens").replace("chunking.", "--chunk-"), 2)
     except (UnknownModelName, ModelKindMismatch, UnusableModel, ModelUnavailable, NothingToSwitch, BadResume) as exc:
         return _fail(str(exc), 2)
     except CollectionNotFound:

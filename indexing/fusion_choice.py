@@ -31,7 +31,7 @@ from indexing.dense import exact_scores
 from indexing.engine import Fanout, on_versions
 from indexing.engine import search as engine_search
 from indexing.fusion import FusionSpec, rank_of
-from indexing.merger import BACKGROUND
+from indexing.merger import BACKGROUND, deleted
 from indexing.postings import Postings, TermStats
 from indexing.pseudo_queries import ChoiceParams, PseudoQuery, sample_pseudo_queries
 from indexing.ranking import Mode, RankRequest
@@ -221,7 +221,9 @@ def after_ingest(collections: Any, coll: Any, embedders: Any) -> None:
         return
 
     def choose() -> None:
+        if deleted(coll):  # deleted while this waited: nothing to choose for
+            return
         if choice_due(coll):  # another process may have chosen meanwhile
             refresh_choice(coll, embedders.get(coll.settings.embedder), collections.fanout)
 
-    BACKGROUND.submit(("fusion", id(coll)), choose)
+    BACKGROUND.submit(("fusion", id(coll)), choose, coll)

@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from indexing.job_counts import init_counts
-from indexing.job_types import Job, JobKind, JobStatus
+from indexing.job_types import SWITCH_KINDS, Job, JobKind, JobStatus
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -121,4 +121,5 @@ def insert_job(
     now, body = time.time(), json.dumps(payload)
     status = JobStatus.QUEUED if running_in is None else JobStatus.RUNNING
     started = None if running_in is None else now
-    return sql, (job_id, collection, kind.value, status.value, len(payload), body, now, started, running_in)
+    total = 0 if kind in SWITCH_KINDS else len(payload)  # a switch's payload is its spec, not documents
+    return sql, (job_id, collection, kind.value, status.value, total, body, now, started, running_in)

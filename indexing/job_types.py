@@ -39,6 +39,9 @@ class JobKind(StrEnum):
 
 # Jobs that build or switch generations: hours of embedding, so they run beside the writes, not before them.
 GENERATION_KINDS = frozenset({JobKind.REINDEX, JobKind.PROMOTE, JobKind.ROLLBACK})
+# Switches of the generation searches read: they count no documents (total and done stay 0), so that progress, speed
+# and `vela jobs wait` speak of none.
+SWITCH_KINDS = frozenset({JobKind.PROMOTE, JobKind.ROLLBACK})
 # Jobs run by indexing/snapshots.py; they run in the writes lane (a snapshot holds its collection's writer lock).
 SNAPSHOT_KINDS = frozenset({JobKind.SNAPSHOT, JobKind.RESTORE})
 # Jobs that run for long on the embedded queue's second lane, beside the writes: the generation jobs, and a restore

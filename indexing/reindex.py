@@ -95,8 +95,8 @@ def run_generation_job(
             return end_job(jobs, job_id, JobStatus.CANCELLED)
         except GateRefused as exc:
             return end_job(jobs, job_id, JobStatus.FAILED, error=str(exc))
-        if job.kind != JobKind.REINDEX:  # a switch is one step: done 1 of 1 (a reindex counts its documents)
-            jobs.progress(job_id, 1, 1)
+        # A switch counts no documents (its total and done stay 0: no progress, speed or document count to show);
+        # a reindex counted its own.
         return end_job(jobs, job_id, JobStatus.SUCCEEDED, result=result)
 
 

@@ -10,6 +10,7 @@ nearly full or too many jobs wait to run.
 
 Every job is made through the job store, which calls `admit` first (JobStore.admit); a route that writes to the
 disk before it makes its job (an upload, a write that makes its collection) calls `check_room` itself first.
+`PUT /collections/{name}` makes an empty collection and no job: it checks the disk alone (`check_disk`).
 """
 
 from __future__ import annotations

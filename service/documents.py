@@ -13,7 +13,7 @@ from indexing.jobs import Job, JobKind
 from indexing.metadata_fit import first_misfit
 from indexing.queue import QueueUnavailable
 from models.loading import resolve_model_dir
-from service.capacity import check_room
+from service.capacity import check_disk, check_room
 from service.model_registry import UnusableModel, model_unavailable, public_model_name, request_model
 from service.state import AppState
 
@@ -200,9 +200,9 @@ def create_collection(
     """An empty collection with these settings, as the first write would make it; True when this call made it.
     One already there with the settings asked is returned as it is (CollectionConflict when they differ)."""
     new = not state.collections.exists(name)
-    if new:  # refused before the collection is made, as a first write is
+    if new:  # refused before the collection is made, as a first write is; it queues no job: no queue check
         state.jobs.check_file()
-        check_room(state.settings, state.jobs)
+        check_disk(state.settings)
     coll = get_or_create_collection(state=state, name=name, embedder=embedder, shards=shards, schema=schema)
     return coll, new
 

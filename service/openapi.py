@@ -86,20 +86,32 @@ _JOB_ERRORS = {
 # A search embeds its query with the collection's model, which may no longer load (docs/api.md, Errors).
 _SEARCH_ERRORS = {"409": "model_unavailable: the collection's model does not load on this server (bm25 still answers)"}
 _SEARCH_PATHS = ("/search", "/search/batch")
+# A write's job runs the collection's writer, which loads its model: one whose model no longer loads is refused
+# before anything is queued (service/documents.py check_model), rather than failing after its 202.
+_WRITE_ERRORS = {"409": "model_unavailable: the collection's model does not load on this server: nothing was queued"}
+_WRITE_OPERATIONS = {
+    ("/index", "post"),
+    ("/collections/{name}/documents/{doc_id}", "patch"),
+    ("/collections/{name}/documents/{doc_id}", "delete"),
+    ("/collections/{name}/delete", "post"),
+    ("/collections/{name}/schema", "put"),
+}
 
 
 def declare_common_errors(spec: dict[str, Any]) -> dict[str, Any]:
     """`spec` with 408 and 413 on every operation that takes a body, 507 on every one that queues a job (a 202),
-    409 on the searches, and 413, 415, 500 and 503 on every operation, where missing; an error response declared
-    without a body gets the error model. (414 and 431 come before any route is matched: docs/api.md lists them.)"""
+    409 on the searches and the writes, and 413, 415, 500 and 503 on every operation, where missing; an error
+    response declared without a body gets the error model. (414 and 431 come before any route is matched:
+    docs/api.md lists them.)"""
     for path, operations in spec.get("paths", {}).items():
-        for operation in operations.values():
+        for method, operation in operations.items():
             responses = operation.setdefault("responses", {})
             common = {
                 **_ANY_ERRORS,
                 **(_BODY_ERRORS if "requestBody" in operation else {}),
                 **(_JOB_ERRORS if "202" in responses else {}),
                 **(_SEARCH_ERRORS if path in _SEARCH_PATHS else {}),
+                **(_WRITE_ERRORS if (path, method) in _WRITE_OPERATIONS else {}),
             }
             for status, description in common.items():
                 if status not in responses:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from indexing import generations as gens
+from indexing.chunking import ChunkingParams
 from indexing.collection import CollectionConflict
 from indexing.collection_settings import load_settings
 from indexing.gate import UnknownDataset, dataset_dir
@@ -17,6 +18,10 @@ from service.state import AppState
 
 class NothingToSwitch(ValueError):
     """POST promote with no finished generation waiting, or rollback with none kept."""
+
+
+class InvalidChunking(ValueError):
+    """A reindex's chunking that, completed with the serving generation's, has an overlap over half its passages."""
 
 
 def _reindexing(collection: str, job_id: str) -> CollectionConflict:
@@ -47,7 +52,23 @@ def reindex_spec(*, state: AppState, collection: str, embedder: str, options: di
     running = _busy(state, gens.read_pointer(state.collections.root / coll.name))
     if running:
         raise _reindexing(coll.name, running)
+    chunking = options.get("chunking")
+    if chunking is not None:
+        options = {**options, "chunking": _chunking(coll.settings.chunking, chunking)}
     return {**options, "collection": coll.name, "embedder": resolved, "embedder_name": embedder}
+
+
+def _chunking(current: ChunkingParams, asked: dict[str, int]) -> dict[str, int]:
+    """The new generation's chunking: what the request gave, the serving generation's for the rest. An overlap
+    that does not fit the pair so made is refused (InvalidChunking), not changed behind the request's back."""
+    chunking = {"max_tokens": current.max_tokens, "overlap": current.overlap, **asked}
+    if chunking["overlap"] > chunking["max_tokens"] // 2:
+        kept = "max_tokens" if "max_tokens" not in asked else "overlap"
+        raise InvalidChunking(
+            f"chunking.overlap {chunking['overlap']} is more than half of chunking.max_tokens "
+            f"{chunking['max_tokens']} (chunking.{kept} is the serving generation's): give both"
+        )
+    return chunking
 
 
 def submit_reindex(*, state: AppState, collection: str, embedder: str, options: dict[str, Any]) -> Job:
@@ -65,6 +86,11 @@ def submit_reindex(*, state: AppState, collection: str, embedder: str, options: 
 def switch_spec(*, state: AppState, collection: str, kind: JobKind) -> dict[str, Any]:
     """A promote (of the finished generation waiting for it) or a rollback (to the kept one), checked."""
     coll = state.collections.get(collection)
+    # An unfinished generation job first: a promote sent during a reindex is refused naming it (create_switch), not
+    # as one with nothing to promote, since the reindex has not made its generation ready yet.
+    unfinished = state.jobs.unfinished_of(coll.name, GENERATION_KINDS)
+    if unfinished is not None:
+        raise _unfinished(state, coll.name, kind, unfinished)
     pointer = gens.read_pointer(state.collections.root / coll.name)
     if kind == JobKind.PROMOTE and (pointer.building is None or not pointer.ready):
         raise NothingToSwitch(f"collection {coll.name!r} has no finished generation waiting for promotion")
@@ -90,13 +116,21 @@ def create_switch(*, state: AppState, collection: str, kind: JobKind, running_in
     job = state.jobs.create_unless_unfinished(
         collection=spec["collection"], kind=kind, payload=[spec], kinds=GENERATION_KINDS, running_in=running_in
     )
-    if isinstance(job, str):
-        other = state.jobs.get(job).kind.value
-        raise CollectionConflict(
-            f"collection {spec['collection']!r} has a {other} job ({job}) not finished yet: wait for it, "
-            f"then send the {kind.value} again if it is still wanted"
-        )
+    if isinstance(job, str):  # one recorded since switch_spec looked
+        raise _unfinished(state, spec["collection"], kind, job)
     return job
+
+
+def _unfinished(state: AppState, collection: str, kind: JobKind, job: str) -> CollectionConflict:
+    """The refusal of a `kind` switch while `job`, a generation job of the collection, is unfinished."""
+    try:
+        other = state.jobs.get(job).kind.value
+    except JobNotFound:  # ended and removed meanwhile
+        other = "generation"
+    return CollectionConflict(
+        f"collection {collection!r} has a {other} job ({job}) not finished yet: wait for it, "
+        f"then send the {kind.value} again if it is still wanted"
+    )
 
 
 def submit_switch(*, state: AppState, collection: str, kind: JobKind) -> Job:
@@ -111,6 +145,7 @@ def generation_info(*, state: AppState, collection: str) -> dict[str, Any]:
 
 
 __all__ = [
+    "InvalidChunking",
     "NothingToSwitch",
     "UnknownDataset",
     "create_switch",

@@ -23,13 +23,24 @@ Judgements = Annotated[dict[GateId, int], Field(max_length=MAX_GATE_JUDGEMENTS_P
 
 
 class ChunkingIn(BaseModel):
+    """A field left out is the serving generation's (service/reindex.py reindex_spec fills it in and checks the
+    overlap again against the pair it makes)."""
+
     model_config = REQUEST_CONFIG
-    max_tokens: int = Field(224, ge=16, le=8192, description="content tokens per passage")
-    overlap: int = Field(32, ge=0, le=4096, description="tokens shared by consecutive passages (at most half)")
+    max_tokens: int | None = Field(
+        None, ge=16, le=8192, description="content tokens per passage (default: the serving generation's)"
+    )
+    overlap: int | None = Field(
+        None,
+        ge=0,
+        le=4096,
+        description="tokens shared by consecutive passages, at most half of max_tokens (default: the serving "
+        "generation's)",
+    )
 
     @model_validator(mode="after")
     def _overlap(self) -> ChunkingIn:
-        if self.overlap > self.max_tokens // 2:
+        if self.overlap is not None and self.max_tokens is not None and self.overlap > self.max_tokens // 2:
             raise ValueError("chunking.overlap must be at most half of chunking.max_tokens")
         return self
 
@@ -96,7 +107,7 @@ class ReindexRequest(UnicodeBody):
 
     def spec(self) -> dict[str, Any]:
         return {
-            "chunking": self.chunking.model_dump() if self.chunking else None,
+            "chunking": self.chunking.model_dump(exclude_none=True) if self.chunking else None,
             "promote": self.promote,
             "gate": self.gate.model_dump(exclude_none=True) if self.gate else None,
             "reencode": self.reencode,

@@ -18,6 +18,7 @@ import numpy as np
 
 from indexing.fusion import reciprocal_rank_fusion
 from models.reranker import CrossEncoder, NotARerankerError, RerankerCache, document_text
+from service.model_registry import shown_reranker_name
 from service.search import Hit
 
 log = logging.getLogger("vela.rerank")
@@ -89,7 +90,8 @@ def prepare_rerank(
     """Resolve and (once per process) load the reranker. A bad name is the caller's error (UnknownReranker,
     NoReranker); a reranker that exists but will not load is the service's, reported per query.
 
-    `label`: what outcomes call the model (a request's registry name), instead of its directory."""
+    `label`: what outcomes call the model (a request's registry name); without one, the server's default is called
+    by its registry name, else `unregistered` (service/model_registry.py `shown_reranker_name`), never its folder."""
     name = model or default_model
     if not name:
         raise NoReranker("rerank.model is required: this server has no default reranker (VELA_RERANKER)")
@@ -97,13 +99,14 @@ def prepare_rerank(
         path = str(cache.resolve(name))
     except (FileNotFoundError, NotARerankerError) as exc:
         raise UnknownReranker(str(exc)) from exc
+    shown = label if label is not None else shown_reranker_name(path)
     try:
         encoder = cache.get(path)
     except Exception as exc:  # a broken directory must not take the search down with it
         log.exception("reranker failed to load", extra={"reranker": path})
         error = f"reranker failed to load: {_describe(exc)}"
-        return Reranking(label or path, top_n, max_ms, batch_size, None, error, weight, rrf_k)
-    return Reranking(label or path, top_n, max_ms, batch_size, encoder, None, weight, rrf_k)
+        return Reranking(shown, top_n, max_ms, batch_size, None, error, weight, rrf_k)
+    return Reranking(shown, top_n, max_ms, batch_size, encoder, None, weight, rrf_k)
 
 
 def rerank_hits(

@@ -79,7 +79,11 @@ class HitOut(BaseModel):
 
 
 class RerankInfo(BaseModel):
-    model: str = Field(..., description="the reranker: the registry name a request gave, else the server's default")
+    model: str = Field(
+        ...,
+        description="the reranker: the registry name a request gave, else the server's default (VELA_RERANKER) by its "
+        "registry name, or `unregistered` for a folder outside the registry; never a server path",
+    )
     status: Literal["ok", "timeout", "error"] = Field(
         ..., description="ok: hits are in reranked order; timeout or error: in fused order, as without rerank"
     )

@@ -64,6 +64,10 @@ def test_reindex_promote_rollback_and_gate(
             "--chunk-tokens/--chunk-overlap: Value error, chunking.overlap must be at most half",
         ),
         (["--chunk-overlap", "8"], "--chunk-overlap goes with --chunk-tokens"),
+        (  # the overlap left out is the serving generation's (32), which does not fit 16 tokens
+            ["--chunk-tokens", "16"],
+            "--chunk-overlap 32 is more than half of --chunk-tokens 16 (--chunk-overlap is the serving generation's)",
+        ),
         (["--gate", "missing", "--gate-tolerance", "nan"], "--gate-tolerance: Input should be a finite number"),
         (["--gate", "missing", "--gate-tolerance", "2"], "--gate-tolerance: Input should be less than or equal to 1"),
     ):

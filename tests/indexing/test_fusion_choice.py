@@ -10,23 +10,27 @@ Documents are sentences of made-up words. An oracle "embedder" stands in for a m
 
 from __future__ import annotations
 
+import logging
 import random
 import re
 import sys
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pytest
 
+from indexing import fusion_choice
 from indexing.bm25 import BM25Params
 from indexing.chunking import ChunkingParams
 from indexing.collection import Collection, CollectionSettings
 from indexing.engine import LOCAL_FANOUT
 from indexing.fusion import FusionSpec
 from indexing.fusion_choice import TARGET, choice_due, choose_fusion, refresh_choice
+from indexing.merger import BACKGROUND, wait_background
 from indexing.prepare import chunk_and_embed
 from indexing.pseudo_queries import ChoiceParams, sample_pseudo_queries
 from indexing.store import CollectionStore
@@ -235,3 +239,47 @@ def test_commits_while_the_chooser_encodes_do_not_fail_it(tmp_path: Path) -> Non
     choice = choose_fusion(coll, embedder, LOCAL_FANOUT, ChoiceParams(samples=30))
     assert embedder.commits >= 1 and coll.published_versions() != before
     assert choice.queries == 30 and choice.scores["dense"] > 0.9
+
+
+class DeletingEmbedder(OracleEmbedder):
+    """Deletes the collection while the chooser encodes its pseudo-queries: a DELETE right after an ingest."""
+
+    def __init__(self, store: CollectionStore) -> None:
+        super().__init__(synonym_vector)
+        self.store: CollectionStore | None = store
+
+    def encode_queries(self, texts: Sequence[str], *, batch_size: int = 64, context: Any = None) -> np.ndarray:
+        if self.store is not None:
+            self.store.delete("synthetic")
+            self.store = None
+        return super().encode_queries(texts)
+
+
+def test_work_on_a_collection_deleted_meanwhile_ends_quietly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A collection deleted right after its ingest: the fusion choice the ingest queued found no published index
+    (IndexNotReady) and logged "background work failed" with a traceback, an ERROR for what is no fault. A
+    genuine failure is still one."""
+    monkeypatch.setattr(fusion_choice, "AUTO_CHOOSE", True)
+    caplog.set_level(logging.INFO, logger="vela.merge")
+    build(tmp_path, synonym_docs()[:50], OracleEmbedder(synonym_vector))
+    store = CollectionStore(tmp_path)
+    coll = store.get("synthetic")
+    embedder = DeletingEmbedder(store)
+    fusion_choice.after_ingest(store, coll, SimpleNamespace(get=lambda _: embedder))  # deleted as it chooses
+    assert wait_background(60) and embedder.store is None and not store.exists("synthetic")
+    stopped = [r for r in caplog.records if r.name == "vela.merge"]
+    assert [(r.levelname, r.getMessage()) for r in stopped] == [("INFO", "background work stopped: collection deleted")]
+    assert stopped[0].__dict__["work"] == "fusion" and stopped[0].__dict__["collection"] == "synthetic"
+
+    caplog.clear()
+    live = build(tmp_path / "live", synonym_docs()[:50], OracleEmbedder(synonym_vector))
+
+    def broken() -> None:
+        raise RuntimeError("a real fault")
+
+    BACKGROUND.submit(("fusion", id(live)), broken, live)
+    assert wait_background(60)
+    [failed] = [r for r in caplog.records if r.name == "vela.merge"]
+    assert failed.levelname == "ERROR" and failed.getMessage() == "background work failed" and failed.exc_info

@@ -63,6 +63,8 @@ def test_a_nearly_full_disk_refuses_every_write_and_keeps_searches(low_disk: htt
     with tarfile.open(fileobj=tar, mode="w"):
         pass
     _insufficient(client.post("/snapshots/upload", params={"into": "up"}, content=tar.getvalue()))
+    _insufficient(client.put("/collections/empty"))  # it queues no job, but it writes the collection's files
+    assert client.get("/collections/empty").status_code == 404
     assert client.get("/jobs").json() == jobs_before  # nothing was queued
 
     hits = client.post("/search", json={"collection": "c", "query": "moon", "mode": "bm25"})
@@ -89,6 +91,9 @@ def test_a_full_queue_is_503_with_retry_after(app: tuple[httpx.Client, Any]) -> 
         err = error_body(r)
         assert err["code"] == "queue_full" and "VELA_MAX_QUEUED_JOBS" in err["message"]
         assert client.post("/collections/c/snapshots").status_code == 503
+        # Creating an empty collection queues no job: a full queue does not hold it up (a disk floor would).
+        made = client.put("/collections/made-while-full")
+        assert made.status_code == 201, made.text
         state.jobs.finish(held.id, JobStatus.SUCCEEDED)
         r = client.post("/index", json={"collection": "c", "documents": [{"id": "d", "text": "sea"}]})
         assert r.status_code == 202 and wait_job(client, r.json()["job_id"])["status"] == "succeeded"

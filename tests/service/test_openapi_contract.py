@@ -230,6 +230,18 @@ def test_jobs_may_be_507_searches_409_and_every_error_has_the_error_model(server
     assert queued >= 10
     for path in ("/search", "/search/batch"):
         assert "409" in spec["paths"][path]["post"]["responses"]
+    # Every write whose job would load the collection's model is refused 409 model_unavailable when it does not
+    # load; the document declared it for none of these. An empty collection is made on a disk with room only.
+    operations = _operations(spec)
+    for path, method in (
+        ("/index", "post"),
+        ("/collections/{name}/documents/{doc_id}", "patch"),
+        ("/collections/{name}/documents/{doc_id}", "delete"),
+        ("/collections/{name}/delete", "post"),
+        ("/collections/{name}/schema", "put"),
+    ):
+        assert "409" in operations[(path, method)]["responses"], (method, path)
+    assert "507" in operations[("/collections/{name}", "put")]["responses"]
 
 
 def test_what_any_operation_may_answer_is_declared_on_every_one(server: httpx.Client) -> None:

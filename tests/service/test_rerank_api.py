@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -95,6 +96,8 @@ def test_reranked_scores_match_the_model(client: httpx.Client, reranker: Path) -
     from models.reranker import document_text, load_reranker
 
     body = _search(client, rerank={})  # the server's default reranker
+    # Named as clients name models, never by its folder on the server: this one is outside the registry.
+    assert body["rerank"]["model"] == "unregistered" and str(reranker) not in json.dumps(body)
     encoder = load_reranker(reranker)
     expected = encoder.score("capital city", [document_text(h["title"], h["text"]) for h in body["hits"]])
     np.testing.assert_allclose([h["rerank_score"] for h in body["hits"]], expected, rtol=1e-4, atol=1e-5)

@@ -1,5 +1,6 @@
 """The name GET /collections shows for a generation's model (service/model_registry.py `shown_model_name`): the
-registered name it was reindexed with only while that name reaches the folder the generation serves from."""
+registered name it was reindexed with only while that name reaches the folder the generation serves from. And the
+name a search's rerank shows for the server's default reranker (`shown_reranker_name`), never its folder."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ from pathlib import Path
 
 from models.loading import packaged_minilm_dir
 from models.registry import ModelRegistry
-from service.model_registry import shown_model_name
+from service.model_registry import shown_model_name, shown_reranker_name
 from service.settings import Settings
+from tests.reranker_fixtures import make_reranker
 from tests.tiny_models import save_tiny_bert
 
 
@@ -32,3 +34,17 @@ def test_a_recorded_name_counts_only_while_it_reaches_the_same_folder(tmp_path: 
     assert shown_model_name(settings=settings, stored=stored, recorded="first") == "unregistered"
     registry.register("first", save_tiny_bert(tmp_path / "c"))  # the name again, for other weights
     assert shown_model_name(settings=settings, stored=str(tmp_path / "a"), recorded="first") == "unregistered"
+
+
+def test_the_default_reranker_is_shown_by_its_registry_name_or_as_unregistered(tmp_path: Path) -> None:
+    # VELA_RERANKER=/some/dir/rr1 was shown as "/some/dir/rr1" in every search response that used it.
+    outside = make_reranker("bert", tmp_path / "some" / "dir" / "rr1")
+    assert shown_reranker_name(str(outside)) == "unregistered"
+    registry = ModelRegistry(tmp_path / "models")
+    registry.register("rr1", outside)
+    assert shown_reranker_name(str(registry.model_dir("rr1"))) == "rr1"
+    assert shown_reranker_name(str(outside)) == "unregistered"  # registering a copy names the copy, not this folder
+    registry.register("emb", save_tiny_bert(tmp_path / "emb"))
+    assert shown_reranker_name(str(registry.model_dir("emb"))) == "unregistered"  # no reranker of that name
+    registry.remove("rr1")
+    assert shown_reranker_name(str(tmp_path / "models" / "rr1")) == "unregistered"

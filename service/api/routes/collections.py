@@ -21,7 +21,14 @@ from service.model_registry import (
     public_model_name,
     shown_model_name,
 )
-from service.reindex import NothingToSwitch, UnknownDataset, generation_info, submit_reindex, submit_switch
+from service.reindex import (
+    InvalidChunking,
+    NothingToSwitch,
+    UnknownDataset,
+    generation_info,
+    submit_reindex,
+    submit_switch,
+)
 from service.reindex_schemas import ReindexRequest
 from service.schemas import CollectionCreate, CollectionList, CollectionOut, ErrorResponse, JobAccepted
 
@@ -78,6 +85,8 @@ def get_collection(name: str, state: State) -> CollectionOut:
         200: {"model": CollectionOut, "description": "the collection was there already, with these settings"},
         409: {"model": ErrorResponse, "description": "a collection of that name with other settings, or an alias"},
         422: {"model": ErrorResponse},
+        # No job is queued, but a new collection's files are written: refused as a first write is on a full disk.
+        507: {"model": ErrorResponse, "description": "insufficient_storage: the disk is below VELA_MIN_FREE_DISK_MB"},
     },
 )
 def put_collection(name: str, state: State, response: Response, body: CollectionCreate | None = None) -> CollectionOut:
@@ -138,6 +147,8 @@ def reindex_collection(name: str, body: ReindexRequest, state: State, request: R
         raise ApiError(422, "invalid_model", str(exc)) from exc
     except UnknownDataset as exc:
         raise ApiError(422, "unknown_dataset", str(exc)) from exc
+    except InvalidChunking as exc:
+        raise ApiError(422, "invalid_request", str(exc)) from exc
     except CollectionNotFound as exc:
         raise not_found(name) from exc
     except CollectionConflict as exc:
