@@ -18,14 +18,12 @@ from models.loading import packaged_minilm_dir
 from models.registry import (
     BUILTIN_NAME,
     BUILTIN_NAMES,
-    ENTRY_FILE,
     InvalidModelDir,
     ModelRegistry,
     UnknownModel,
     WrongModelKind,
     is_model_name,
 )
-from models.registry_entries import json_object
 from service.settings import Settings
 
 
@@ -115,23 +113,6 @@ def public_model_name(*, settings: Settings, stored: str) -> str:
     return UNREGISTERED
 
 
-def shown_reranker_name(folder: str) -> str:
-    """The name a reranker folder the operator configured (VELA_RERANKER, the default of a search's rerank) is shown
-    by: a registered model's folder, `<models dir>/NAME` as `vela models add` made it (its vela_registry.json names
-    it NAME), by NAME; any other folder as `unregistered`. Never the folder: a response shows no server path.
-
-    The folder alone says it, without the settings (the search route hands the rerank step only the folder)."""
-    path = Path(folder)
-    if (json_object(path / ENTRY_FILE) or {}).get("name") != path.name:
-        return UNREGISTERED
-    try:
-        if _registry_at(path.parent).resolve(path.name, kind="reranker") == str(path.resolve()):
-            return path.name
-    except (UnknownModel, WrongModelKind, InvalidModelDir, OSError):
-        pass
-    return UNREGISTERED
-
-
 def shown_model_name(*, settings: Settings, stored: str, recorded: str | None) -> str:
     """The name a generation's model is shown by: the registered name it was reindexed with (`recorded`) while that
     name still reaches the very folder the generation serves from, else `public_model_name`. So a name whose model
@@ -157,6 +138,5 @@ __all__ = [
     "registry",
     "request_model",
     "shown_model_name",
-    "shown_reranker_name",
     "unknown_model_message",
 ]

@@ -18,7 +18,7 @@ import numpy as np
 
 from indexing.fusion import reciprocal_rank_fusion
 from models.reranker import CrossEncoder, NotARerankerError, RerankerCache, document_text
-from service.model_registry import shown_reranker_name
+from service.model_registry import UNREGISTERED
 from service.search import Hit
 
 log = logging.getLogger("vela.rerank")
@@ -90,8 +90,8 @@ def prepare_rerank(
     """Resolve and (once per process) load the reranker. A bad name is the caller's error (UnknownReranker,
     NoReranker); a reranker that exists but will not load is the service's, reported per query.
 
-    `label`: what outcomes call the model (a request's registry name); without one, the server's default is called
-    by its registry name, else `unregistered` (service/model_registry.py `shown_reranker_name`), never its folder."""
+    `label`: what outcomes call the model (a registry name, or `unregistered`: the caller's public_model_name), never
+    its folder on the server."""
     name = model or default_model
     if not name:
         raise NoReranker("rerank.model is required: this server has no default reranker (VELA_RERANKER)")
@@ -99,7 +99,7 @@ def prepare_rerank(
         path = str(cache.resolve(name))
     except (FileNotFoundError, NotARerankerError) as exc:
         raise UnknownReranker(str(exc)) from exc
-    shown = label if label is not None else shown_reranker_name(path)
+    shown = label if label is not None else UNREGISTERED
     try:
         encoder = cache.get(path)
     except Exception as exc:  # a broken directory must not take the search down with it

@@ -25,6 +25,7 @@ from service.model_registry import (
     UnknownModelName,
     UnusableModel,
     model_unavailable,
+    public_model_name,
     request_model,
 )
 from service.recommend import DocumentsNotFound, recommend
@@ -166,7 +167,10 @@ async def _run(state: AppState, opts: SearchOptions, queries: list[str], access:
                 prepare_rerank,
                 cache=state.rerankers,
                 model=model,
-                label=opts.rerank.model,
+                # A request's registry name, else the server default's name (registered or `unregistered`), never a
+                # folder on the server.
+                label=opts.rerank.model
+                or public_model_name(settings=state.settings, stored=state.settings.reranker or ""),
                 default_model=state.settings.reranker,
                 top_n=opts.rerank.top_n,
                 max_ms=opts.rerank.max_ms or state.settings.rerank_max_ms,
