@@ -61,13 +61,6 @@ def _dumped(collection: Collection) -> dict[str, Any]:
     return collection.model_dump(mode="json", by_alias=True)  # `schema`, as the API spells it
 
 
-def _aliases_by_collection(client: VelaClient) -> dict[str, list[str]]:
-    by: dict[str, list[str]] = {}
-    for alias in client.list_aliases():
-        by.setdefault(alias.collection, []).append(alias.alias)
-    return {name: sorted(names) for name, names in by.items()}
-
-
 def _list(client: VelaClient, args: argparse.Namespace) -> int:
     collections = sorted(client.list_collections(), key=lambda c: c.name)
     if args.json:
@@ -76,7 +69,6 @@ def _list(client: VelaClient, args: argparse.Namespace) -> int:
     if not collections:
         print("no collections", file=sys.stderr)
         return 0
-    aliases = _aliases_by_collection(client)
     header = ("NAME", "DOCUMENTS", "PASSAGES", "SHARDS", "EMBEDDER", "CREATED", "ALIASES")
     rows = [
         (
@@ -86,7 +78,7 @@ def _list(client: VelaClient, args: argparse.Namespace) -> int:
             str(c.shards),
             c.embedder,
             local_time(c.created_at, seconds=False),
-            ",".join(aliases.get(c.name, [])) or "-",
+            ",".join(c.aliases) or "-",
         )
         for c in collections
     ]
@@ -162,7 +154,7 @@ def _show(client: VelaClient, args: argparse.Namespace) -> int:
     if args.json:
         print_json(_dumped(collection))
     else:
-        print_fields(collection_fields(collection, _aliases_by_collection(client).get(collection.name, []), args.name))
+        print_fields(collection_fields(collection, collection.aliases, args.name))
     return 0
 
 
@@ -171,8 +163,7 @@ def _confirmed(client: VelaClient, name: str) -> bool:
     collection = client.get_collection(name)  # an unknown name is refused here, before the question
     if collection.name != name:
         return True  # an alias: the server refuses it (a conflict), there is nothing to ask
-    aliases = _aliases_by_collection(client).get(name, [])
-    going = f"; its aliases go with it: {', '.join(aliases)}" if aliases else ""
+    going = f"; its aliases go with it: {', '.join(collection.aliases)}" if collection.aliases else ""
     question = (
         f"Delete collection {name!r} ({collection.documents} documents, {collection.passages} passages{going})? "
         "This cannot be undone. [y/N] "

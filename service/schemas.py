@@ -243,6 +243,7 @@ class CollectionOut(BaseModel):
         description="the generation searches read (current), the one kept for rollback (previous) and one being "
         "built, each with its embedder (GET /collections/{name} only; null in the list)",
     )
+    aliases: list[str] = Field(default_factory=list, description="the aliases that point at this collection, sorted")
 
 
 class CollectionList(BaseModel):

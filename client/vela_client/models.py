@@ -101,6 +101,7 @@ class Collection(_Response):
     schema_: dict[str, Any] = Field(default_factory=dict, alias="schema")  # declared metadata fields, strictness
     fusion: dict[str, Any] = Field(default_factory=dict)  # how hybrid searches fuse by default, and how chosen
     generations: dict[str, Any] | None = None  # current, previous (kept for rollback) and building
+    aliases: list[str] = Field(default_factory=list)  # the aliases that point at it, sorted
 
 
 class CollectionList(_Response):

@@ -50,8 +50,12 @@ def test_create_read_switch_and_delete(client: httpx.Client) -> None:
     assert client.put("/aliases/crud", json={"collection": "blue"}).json() == {"alias": "crud", "collection": "blue"}
     assert client.get("/aliases/crud").json() == {"alias": "crud", "collection": "blue"}
     assert {"alias": "crud", "collection": "blue"} in client.get("/aliases").json()["aliases"]
+    assert "crud" in client.get("/collections/blue").json()["aliases"]  # a collection lists its aliases
     assert client.put("/aliases/crud", json={"collection": "green"}).status_code == 200  # a switch
     assert client.get("/aliases/crud").json()["collection"] == "green"
+    assert "crud" not in client.get("/collections/blue").json()["aliases"]
+    listed = {c["name"]: c["aliases"] for c in client.get("/collections").json()["collections"]}
+    assert "crud" in listed["green"] and listed["green"] == sorted(listed["green"])
     assert client.delete("/aliases/crud").status_code == 204
     assert _error(client.get("/aliases/crud")) == (404, "alias_not_found")
     assert _error(client.delete("/aliases/crud")) == (404, "alias_not_found")

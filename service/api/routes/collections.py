@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import APIRouter, Request, Response, status
@@ -40,9 +41,14 @@ def not_found(name: str) -> ApiError:
     return ApiError(404, "collection_not_found", f"no collection named {shown(name)}")
 
 
-def collection_out(state: Any, coll: Any, *, with_generations: bool = False) -> CollectionOut:
-    """A collection's facts, its models named as clients name them (never a server path)."""
+def collection_out(
+    state: Any, coll: Any, *, with_generations: bool = False, aliases: Mapping[str, str] | None = None
+) -> CollectionOut:
+    """A collection's facts, its models named as clients name them (never a server path), and the aliases that
+    point at it (from `aliases`, every alias and its collection, when the caller has read them already)."""
     stats = coll.stats()
+    every = state.collections.aliases.all() if aliases is None else aliases
+    stats["aliases"] = sorted(a for a, target in every.items() if target == coll.name)
     stats["embedder"] = public_model_name(settings=state.settings, stored=stats["embedder"])
     generations = generation_info(state=state, collection=coll.name)
     for gen in generations.values():
@@ -58,9 +64,10 @@ def collection_out(state: Any, coll: Any, *, with_generations: bool = False) -> 
 @router.get("", response_model=CollectionList)
 def list_collections(state: State, access: RequestAccess) -> CollectionList:
     out = []
+    aliases = state.collections.aliases.all()  # read once for the whole list
     for name in granted_names(access, state.collections.names(), state.collections.resolve):
         try:
-            out.append(collection_out(state, state.collections.get(name)))
+            out.append(collection_out(state, state.collections.get(name), aliases=aliases))
         except CollectionNotFound:
             continue  # deleted while listing
     return CollectionList(collections=out)
