@@ -3,7 +3,6 @@ fields."""
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request, Response, status
@@ -11,13 +10,12 @@ from fastapi import APIRouter, Query, Request, Response, status
 import service.api.doc_id_path  # noqa: F401  registers {doc_id:doc_id} before the routes below
 from indexing.collection import Collection, CollectionNotFound
 from indexing.docstore import DocumentRecord
-from indexing.docstore_order import OrderByError, Ordering, OrderNotReady, check_order_field
+from indexing.docstore_order import OrderNotReady
 from indexing.facets import FacetError
 from indexing.filter_match import matches
-from indexing.filters import FilterError, Node, Schema
-from indexing.metadata_paths import MAX_PATH, path_key
+from indexing.filters import FilterError
+from indexing.metadata_paths import MAX_PATH
 from service.access import RequestAccess, cursor_seal, pinned_filter, read_filter, visible_only
-from service.access_tokens import Access
 from service.api.json_body import JsonRoute
 from service.api.routes.collections import not_found
 from service.deps import State
@@ -52,8 +50,9 @@ from service.document_schemas import (
 from service.documents import BatchTooLarge, InvalidMetadata
 from service.errors import ApiError, shown
 from service.limits import check_response_size, document_size, get_documents_size
-from service.schemas import ErrorResponse, JobAccepted, SchemaUpdate, lone_surrogate_at
+from service.schemas import ErrorResponse, JobAccepted, SchemaUpdate
 from service.scroll_cursor import BadCursor, scroll_cursor, scroll_position
+from service.scroll_params import query_filter, scroll_ordering
 from service.state import AppState
 
 router = APIRouter(prefix="/collections", tags=["documents"], route_class=JsonRoute)
@@ -87,22 +86,6 @@ def _bounded(state: AppState, body: bytes, *, advice: str) -> Response:
     size measured before the body was built has refused it already."""
     check_response_size(state.settings, len(body), advice=advice)
     return Response(body, media_type="application/json")
-
-
-def _query_filter(raw: str | None, coll: Collection, access: Access, name: str) -> Node | None:
-    """The `filter` query parameter: JSON text of a filter, parsed against the collection's schema (and ANDed with
-    a scoped token's pinned filter)."""
-    if raw is None or not raw.strip():
-        return read_filter(access, name, None, coll.settings.schema)
-    try:
-        parsed = json.loads(raw)
-    except (ValueError, RecursionError) as exc:
-        raise ApiError(422, "invalid_filter", f"filter: not valid JSON ({str(exc)[:120]})") from exc
-    where = lone_surrogate_at(parsed)  # as a body's filter is refused (schemas.UnicodeBody)
-    if where is not None:
-        at = f"filter.{where}" if where else "filter"
-        raise ApiError(422, "invalid_filter", f"{at}: not Unicode text (a lone UTF-16 surrogate, such as \\udc00)")
-    return read_filter(access, name, parsed, coll.settings.schema)
 
 
 @router.get(
@@ -150,8 +133,8 @@ def scroll_documents(
     meanwhile may move. Each request scans a bounded number of documents: a page may hold fewer than `limit`
     (even none) and still have a `next_cursor`; the scroll ends when `next_cursor` is null."""
     coll = _collection(state, name)
-    node = _query_filter(filter_, coll, access, name)
-    ordering = _ordering(coll, order_by, direction)
+    node = query_filter(filter_, coll, access, name)
+    ordering = scroll_ordering(coll, order_by, direction)
     seal, unseal = cursor_seal(access, name, coll.settings.schema)
     try:
         after = scroll_position(unseal(cursor), ordering) if cursor else None
@@ -170,19 +153,6 @@ def scroll_documents(
         next_cursor=seal(scroll_cursor(page.next_after, ordering)) if page.next_after is not None else None,
     )
     return _bounded(state, response.__pydantic_serializer__.to_json(response), advice=advice)
-
-
-def _ordering(coll: Collection, order_by: str | None, direction: str | None) -> Ordering | None:
-    """The order a scroll asks for: None (id order), or a declared field's; 422 otherwise."""
-    if order_by is None:
-        if direction is not None:  # an option that could not change the answer is refused, not ignored
-            raise ApiError(422, "invalid_request", "direction: orders a scroll by order_by; without it, ids ascend")
-        return None
-    try:
-        kind = check_order_field(order_by, Schema.from_json(coll.settings.schema).fields)
-    except OrderByError as exc:
-        raise ApiError(422, "invalid_order_by", str(exc)) from exc
-    return Ordering(path_key(order_by), kind, direction == "desc")
 
 
 # `:path`, as for DELETE: any document id can be addressed, "/" included.
