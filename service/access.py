@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import json
 from collections.abc import Callable, Iterable
 from typing import Annotated, Any
 
@@ -30,6 +31,7 @@ def access_of(request: Request) -> Access:
 
 RequestAccess = Annotated[Access, Depends(access_of)]
 Codec = Callable[[str], str]
+CURSOR_PAD = 2048  # characters a sealed cursor's text is padded to a multiple of (ids and values are shorter)
 
 
 def require(access: Access, name: str, *, write: bool = False) -> None:
@@ -114,18 +116,32 @@ def cursor_seal(access: Access, name: str, schema: dict[str, Any]) -> tuple[Code
     and under a pinned filter that may be one the token cannot read: its cursors are sealed (Fernet: AES and an
     HMAC, with a key derived from the token's signing key), so they say nothing and cannot be made by hand.
     Unpinned reads keep cursors as they are (both functions return their argument)."""
-    if pinned_filter(access, name, schema) is None:
+    grant = access.grant.reaches(name) if access.grant is not None else None
+    if pinned_filter(access, name, schema) is None or grant is None:
         return str, str
-    digest = hmac.new(access.signing_key, b"vela scroll cursor v1", hashlib.sha256).digest()
+    # Bound to the collection (by the name the token uses) and the pin, besides the signing key: another
+    # tenant's cursor, or one made for another collection, does not open.
+    scope = json.dumps([name, grant.filter], sort_keys=True, separators=(",", ":")).encode()
+    digest = hmac.new(access.signing_key, b"vela scroll cursor v1\n" + scope, hashlib.sha256).digest()
     fernet = Fernet(base64.urlsafe_b64encode(digest))
 
     def seal(cursor: str) -> str:
-        return fernet.encrypt(cursor.encode()).decode()
+        # Padded to a multiple of CURSOR_PAD characters first: a sealed text's length is its plaintext's, and the
+        # position it holds may be a hidden document's id or value.
+        padded = cursor + "\0" * (-len(cursor) % CURSOR_PAD)
+        return fernet.encrypt(padded.encode()).decode()
 
     def unseal(cursor: str) -> str:
         try:
-            return fernet.decrypt(cursor.encode()).decode()
+            return fernet.decrypt(cursor.encode()).decode().rstrip("\0")
         except (InvalidToken, ValueError) as exc:
-            raise BadCursor("cursor: not a cursor this API returned to this token (pass next_cursor as it is)") from exc
+            raise BadCursor(
+                "cursor: not a cursor this API returned for this token's reads (pass next_cursor as it is)"
+            ) from exc
 
     return seal, unseal
+
+
+def shown_to(access: Access, alias: str) -> bool:
+    """Whether a collection's alias is shown to this access: all to a key, to a scoped token those it names."""
+    return access.grant is None or alias in access.grant.collections

@@ -138,6 +138,8 @@ def _matches_everything(raw: Any) -> bool:
         return all(_matches_everything(x) for x in raw)
     if not isinstance(raw, dict):
         return False  # the parser will say what is wrong with it
+    if raw.get("must_not"):
+        return False  # excluding even an empty filter excludes everything: strict, not a pin that pins nothing
     structure = {"must", "should", "must_not", "min_should", "conditions", "min_count"}
     return set(raw) <= structure and all(_matches_everything(v) for k, v in raw.items() if k != "min_count")
 

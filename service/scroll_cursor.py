@@ -79,7 +79,7 @@ def scroll_position(cursor: str, ordering: Ordering | None) -> ScrollPosition:
         raise BadCursor(_NOT_OURS)
     try:
         field, direction, kind, value, doc_id = json.loads(raw[len(_ORDERED_PREFIX) :])
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, RecursionError) as exc:  # RecursionError: "[[[[..." made by hand
         raise BadCursor(_NOT_OURS) from exc
     if direction not in ("asc", "desc") or not all(isinstance(x, str) for x in (field, kind, doc_id)):
         raise BadCursor(_NOT_OURS)

@@ -21,6 +21,7 @@ from tests.service.conftest import running_server, wait_job
 KEY = "admin-key-0123456789abcdef0123456789"  # >= 32 bytes: shorter keys sign no tokens
 ADMIN = {"X-API-Key": KEY}
 ACME = {"must": [{"key": "tenant", "match": {"value": "acme"}}]}
+GLOBEX = {"must": [{"key": "tenant", "match": {"value": "globex"}}]}
 DOCS = [
     {"id": f"d{i}", "text": f"tides and ocean currents report {i}", "metadata": {"tenant": t, "n": i}}
     for i, t in enumerate(["acme", "globex", "acme", "globex", "acme", "initech"])
@@ -91,6 +92,10 @@ def test_a_tenant_token_reads_its_documents_alone(
             cursors.append(page["next_cursor"])
             params = {"limit": 1, "cursor": page["next_cursor"]}
         assert sorted(seen) == sorted(ACME_IDS) and len(cursors) >= 4
+        assert len({len(c) for c in cursors}) == 1  # padded before sealing: a length tells nothing of a hidden id
+        globex = _bearer(mint(KEY, [{"collection": "notes", "access": "r", "filter": GLOBEX}]))
+        r = client.get("/collections/notes/documents", params={"limit": 1, "cursor": cursors[0]}, headers=globex)
+        assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_cursor"  # another tenant's: sealed apart
         for c in cursors:  # a Fernet token (version byte 0x80, then ciphertext), not a readable position
             assert _unb64(c)[:1] == b"\x80" and b"v1\n" not in _unb64(c)
         ordered, params = [], {"limit": 1, "order_by": "n", "direction": "desc"}  # ordered: sealed the same way
@@ -123,7 +128,11 @@ def test_a_tenant_token_reads_its_documents_alone(
         r = client.post("/recommend", json={"collection": "notes", "like": ["d0", "d1", "zz"]}, headers=h)
         assert r.status_code == 404 and "'d1', 'zz'" in r.json()["error"]["message"], r.text
 
+        _ok(client.put("/aliases/notes-globex", json={"collection": "notes"}, headers=ADMIN))
+        assert _ok(client.get("/collections/notes", headers=ADMIN))["aliases"] == ["notes-globex"]
+        assert _ok(client.get("/collections/notes", headers=h))["aliases"] == []  # another tenant's alias: unseen
         assert [c["name"] for c in _ok(client.get("/collections", headers=h))["collections"]] == ["notes"]
+        assert _ok(client.get("/collections", headers=h))["collections"][0]["aliases"] == []
         assert client.head("/collections", headers=h).status_code != 403
         assert _ok(client.get("/collections/notes", headers=h))["name"] == "notes"
         assert _ok(client.get("/limits", headers=h))
@@ -231,6 +240,10 @@ def test_tokens_that_do_not_verify_are_401(tmp_path: Path, tiny_embedder_dir: Pa
             _forged({"access": [{"collection": "n", "access": "r", "filter": {"must": []}}]}),
             "nothing",
         ),
+        "an empty nested filter": (
+            _forged({"access": [{"collection": "n", "access": "r", "filter": {"should": [{"must": []}]}}]}),
+            "nothing",
+        ),
         "no access claim": (_forged({"sub": "x"}), "invalid token"),
         "a filter with write": (
             _forged({"access": [{"collection": "notes", "access": "rw", "filter": ACME}]}),
@@ -290,3 +303,5 @@ def test_mint_refuses_what_the_server_would() -> None:
     with pytest.raises(TokenError, match="read access"):
         mint(KEY, [{"collection": "n", "access": "rw", "filter": ACME}])
     assert verify(mint(KEY, "r").encode(), [KEY.encode()]).read_only
+    shut = mint(KEY, [{"collection": "n", "access": "r", "filter": {"must_not": [{"must": []}]}}])  # keeps all out
+    assert verify(shut.encode(), [KEY.encode()]).grant is not None

@@ -8,7 +8,8 @@ from fastapi import APIRouter, Request, Response, status
 import service.api.doc_id_path  # noqa: F401  registers {doc_id:doc_id} before the routes below
 from indexing.collection import NAME_RE, CollectionConflict, CollectionNotFound
 from indexing.jobs import Job, JobKind
-from service.access import RequestAccess, granted_names
+from service.access import RequestAccess, granted_names, shown_to
+from service.access_tokens import FULL, Access
 from service.api.creation_errors import creation_errors
 from service.api.json_body import JsonRoute
 from service.deps import State
@@ -42,13 +43,19 @@ def not_found(name: str) -> ApiError:
 
 
 def collection_out(
-    state: Any, coll: Any, *, with_generations: bool = False, aliases: Mapping[str, str] | None = None
+    state: Any,
+    coll: Any,
+    *,
+    with_generations: bool = False,
+    aliases: Mapping[str, str] | None = None,
+    access: Access = FULL,
 ) -> CollectionOut:
     """A collection's facts, its models named as clients name them (never a server path), and the aliases that
-    point at it (from `aliases`, every alias and its collection, when the caller has read them already)."""
+    point at it (from `aliases`, every alias and its collection, when the caller has read them already): to a
+    scoped token, only those it names, since other aliases may name other tenants."""
     stats = coll.stats()
     every = state.collections.aliases.all() if aliases is None else aliases
-    stats["aliases"] = sorted(a for a, target in every.items() if target == coll.name)
+    stats["aliases"] = sorted(a for a, target in every.items() if target == coll.name and shown_to(access, a))
     stats["embedder"] = public_model_name(settings=state.settings, stored=stats["embedder"])
     generations = generation_info(state=state, collection=coll.name)
     for gen in generations.values():
@@ -67,19 +74,19 @@ def list_collections(state: State, access: RequestAccess) -> CollectionList:
     aliases = state.collections.aliases.all()  # read once for the whole list
     for name in granted_names(access, state.collections.names(), state.collections.resolve):
         try:
-            out.append(collection_out(state, state.collections.get(name), aliases=aliases))
+            out.append(collection_out(state, state.collections.get(name), aliases=aliases, access=access))
         except CollectionNotFound:
             continue  # deleted while listing
     return CollectionList(collections=out)
 
 
 @router.get("/{name}", response_model=CollectionOut, responses=NOT_FOUND)
-def get_collection(name: str, state: State) -> CollectionOut:
+def get_collection(name: str, state: State, access: RequestAccess) -> CollectionOut:
     """Counts, embedder, dims and index sizes (of the collection an alias points at, for an alias), and its
     generations: the one searches read, the one kept for rollback, and one a reindex builds."""
     try:
         coll = state.collections.get(name)
-        return collection_out(state, coll, with_generations=True)
+        return collection_out(state, coll, with_generations=True, access=access)
     except CollectionNotFound as exc:
         raise not_found(name) from exc
 
