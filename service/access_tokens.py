@@ -101,13 +101,15 @@ def verify(token: bytes, keys: Iterable[bytes]) -> Access:
             claims = jwt.decode(token, key, algorithms=["HS256"], options={"require": ["access"]})
             signer = key
             break
+        except jwt.InvalidSignatureError:  # another key's (a DecodeError too, so caught first): try the next
+            continue
         except (jwt.DecodeError, jwt.InvalidAlgorithmError):  # not a token, or not HS256: as a wrong key
             break
         except jwt.ExpiredSignatureError as exc:  # the claims are read once the signature has verified
             raise TokenError("the token has expired") from exc
         except (jwt.ImmatureSignatureError, jwt.MissingRequiredClaimError) as exc:
             raise TokenError(f"invalid token: {exc}") from exc
-        except jwt.InvalidTokenError:  # the signature of another key, a claim of the wrong type
+        except jwt.InvalidTokenError:  # a claim of the wrong type (exp as text...)
             continue
     if claims is None:
         raise TokenError("invalid API key")  # as a wrong key: whether it is a token is not the caller's to learn

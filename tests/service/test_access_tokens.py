@@ -297,6 +297,17 @@ def test_every_route_outside_a_grant_is_refused(tmp_path: Path, tiny_embedder_di
         assert _ok(client.get("/collections", headers=h))["collections"] == []
 
 
+def test_a_token_of_any_of_the_keys_verifies() -> None:
+    """Keys are tried in turn: another key's signature moves on to the next, whatever the order of the keys."""
+    keys = [f"key-{i}-0123456789abcdef0123456789abcdef".encode() for i in range(4)]
+    for i, key in enumerate(keys):
+        token = mint(key.decode(), [{"collection": "n", "access": "r"}]).encode()
+        for order in (keys, keys[::-1], keys[i:] + keys[:i], keys[i + 1 :] + keys[: i + 1]):
+            assert verify(token, order).grant is not None
+    with pytest.raises(TokenError, match="invalid API key"):
+        verify(mint(keys[0].decode(), "r").encode(), keys[1:])
+
+
 def test_mint_refuses_what_the_server_would() -> None:
     with pytest.raises(TokenError, match="at least 32 bytes"):
         mint("short", "r")
