@@ -3,6 +3,7 @@ it), written without re-embedding."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from indexing.collection import Collection
@@ -16,10 +17,16 @@ class MetadataOutOfBounds(ValueError):
     """The metadata a patch would store passes the server's metadata limits: the job fails and changes nothing."""
 
 
+def patched(stored: dict[str, Any], metadata: dict[str, Any], unset: Iterable[str] = ()) -> dict[str, Any]:
+    """A merge patch's result: `metadata`'s keys over the stored ones, then the `unset` keys removed."""
+    gone = set(unset)
+    return {k: v for k, v in {**stored, **metadata}.items() if k not in gone}
+
+
 def run_patch(coll: Collection, payload: list[Any], limits: MetadataLimits) -> dict[str, int]:
-    """New metadata ({"id", "metadata", "mode": "merge" | "replace"} each), merged with what is stored now (a
-    shallow update) or replacing it. Run again, it finds nothing to change. Returns how many documents it changed,
-    found already so, or found deleted since the patch was queued.
+    """New metadata ({"id", "metadata", "mode": "merge" | "replace", "unset"?} each), merged with what is stored now
+    (a shallow update, less the `unset` keys) or replacing it. Run again, it finds nothing to change. Returns how
+    many documents it changed, found already so, or found deleted since the patch was queued.
 
     The request was checked against the metadata stored then; patches queued before this one may have merged
     keys in since. So what would be stored is checked again, as the upsert's schema check is: out of bounds, the
@@ -33,7 +40,8 @@ def run_patch(coll: Collection, payload: list[Any], limits: MetadataLimits) -> d
         if doc is None:
             missing += 1  # deleted since it was queued
             continue
-        new = dict(p["metadata"]) if p["mode"] == "replace" else {**doc.metadata, **p["metadata"]}
+        unset = p.get("unset", ())  # (jobs queued before unset existed have none)
+        new = dict(p["metadata"]) if p["mode"] == "replace" else patched(doc.metadata, p["metadata"], unset)
         misfit = misfit_field(fields, new)  # declared since the request was checked (nested ones by their paths)
         if misfit is not None:
             key = misfit[0]

@@ -8,7 +8,7 @@ Reads go to the doc stores (the latest stored state); count reads the published 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -22,6 +22,7 @@ from indexing.filter_parser import parse_filter
 from indexing.filters import Node, Schema
 from indexing.jobs import Job, JobKind
 from indexing.metadata_paths import path_key
+from indexing.patch_job import patched
 from service.documents import InvalidMetadata, check_batch_size, check_metadata_types, check_model
 from service.limits import document_size, metadata_problem, scroll_page_size
 from service.scroll_cursor import ScrollPosition, scroll_cursor
@@ -169,7 +170,13 @@ def facet(
 
 
 def submit_patch(
-    *, state: AppState, collection: str, doc_id: str, metadata: dict[str, Any], mode: Literal["merge", "replace"]
+    *,
+    state: AppState,
+    collection: str,
+    doc_id: str,
+    metadata: dict[str, Any],
+    mode: Literal["merge", "replace"],
+    unset: Sequence[str] = (),
 ) -> Job:
     """Check the new metadata (declared fields' types, then the metadata limits on what would be stored), then
     queue a job that writes it without re-embedding. CollectionNotFound, DocumentNotFound, InvalidMetadata,
@@ -182,11 +189,11 @@ def submit_patch(
             check_metadata_types(schema=coll.settings.schema, documents=[{"metadata": metadata}])
         except InvalidMetadata as exc:
             raise InvalidMetadata(str(exc).removeprefix("documents[0].")) from exc
-        merged = metadata if mode == "replace" else {**stored, **metadata}
+        merged = metadata if mode == "replace" else patched(stored, metadata, unset)
         problem = metadata_problem(merged, state.settings)
     if problem is not None:
         raise MetadataOutOfBounds(f"metadata ({mode} with the stored metadata): {problem}")
-    payload = [{"id": doc_id, "metadata": metadata, "mode": mode}]
+    payload = [{"id": doc_id, "metadata": metadata, "mode": mode, **({"unset": list(unset)} if unset else {})}]
     check_model(state, coll)
     job = state.jobs.create(collection=coll.name, kind=JobKind.PATCH, payload=payload)
     state.queue.submit(job.id)

@@ -68,11 +68,28 @@ class GetDocumentsResponse(BaseModel):
 class PatchRequest(UnicodeBody):
     model_config = REQUEST_CONFIG
     metadata: dict[str, Any] = Field(
-        ...,
+        default_factory=dict,
         description="merge: these keys replace the stored ones (a key set to null is stored as null); "
         "replace: the document's whole metadata. Bounded like metadata at /index (VELA_MAX_METADATA_*)",
     )
     mode: Literal["merge", "replace"] = Field("merge", description="merge (a shallow update) or replace")
+    unset: list[Annotated[str, Field(min_length=1, max_length=256)]] = Field(
+        default_factory=list,
+        max_length=64,
+        description="merge only: top-level keys removed from the stored metadata (after `metadata` is merged; a "
+        "key in both is refused), as Qdrant's delete_payload; a key not stored is skipped",
+    )
+
+    @model_validator(mode="after")
+    def _unset_with_merge(self) -> PatchRequest:
+        if "metadata" not in self.model_fields_set and not self.unset:
+            raise ValueError("metadata or unset is required: the keys to set, or those to remove")
+        if self.unset and self.mode == "replace":  # replace already drops every key it does not give
+            raise ValueError("unset: with mode replace, leave the keys out of metadata instead")
+        both = sorted(set(self.unset) & set(self.metadata))
+        if both:
+            raise ValueError(f"unset: {both[0]!r} is also in metadata: set it or remove it, not both")
+        return self
 
 
 _IDS_SCHEMA = {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 512}, "minItems": 1}

@@ -168,6 +168,7 @@ class AsyncDocumentsMixin(AsyncBase):
         metadata: Mapping[str, Any],
         *,
         mode: Literal["merge", "replace"] = "merge",
+        unset: Iterable[str] | None = None,
         wait: Literal[False] = False,
     ) -> JobAccepted: ...
 
@@ -179,6 +180,7 @@ class AsyncDocumentsMixin(AsyncBase):
         metadata: Mapping[str, Any],
         *,
         mode: Literal["merge", "replace"] = "merge",
+        unset: Iterable[str] | None = None,
         wait: Literal[True],
         on_progress: AsyncProgressCallback | None = None,
         timeout: float | None = None,
@@ -191,14 +193,15 @@ class AsyncDocumentsMixin(AsyncBase):
         metadata: Mapping[str, Any],
         *,
         mode: Literal["merge", "replace"] = "merge",
+        unset: Iterable[str] | None = None,
         wait: bool = False,
         on_progress: AsyncProgressCallback | None = None,
         timeout: float | None = None,
     ) -> JobAccepted | Job:
         """New metadata for a document without re-embedding it, through a job: `merge` updates the given keys (a
-        key set to None is stored as null), `replace` sets the whole metadata."""
+        key set to None is stored as null) and removes the `unset` keys, `replace` sets the whole metadata."""
         return await self._submit(
-            document_calls.patch_document(collection, doc_id, metadata, mode), wait, on_progress, timeout
+            document_calls.patch_document(collection, doc_id, metadata, mode, unset), wait, on_progress, timeout
         )
 
     @overload

@@ -46,9 +46,17 @@ def scroll_documents(
 
 
 def patch_document(
-    collection: str, doc_id: str, metadata: Mapping[str, Any], mode: Literal["merge", "replace"]
+    collection: str,
+    doc_id: str,
+    metadata: Mapping[str, Any],
+    mode: Literal["merge", "replace"],
+    unset: Iterable[str] | None = None,
 ) -> Call[JobAccepted]:
-    body = {"metadata": dict(metadata), "mode": mode}
+    if isinstance(unset, str):  # a str is an iterable of one-letter keys: surely a mistake
+        raise TypeError(f"unset must be a list of keys, not one string (write [{unset!r}])")
+    body: dict[str, Any] = {"metadata": dict(metadata), "mode": mode}
+    if unset:
+        body["unset"] = list(unset)
     return routes.PATCH_DOCUMENT.call(_model(JobAccepted), json=body, name=collection, doc_id=doc_id)
 
 

@@ -167,6 +167,7 @@ class SyncDocumentsMixin(SyncBase):
         metadata: Mapping[str, Any],
         *,
         mode: Literal["merge", "replace"] = "merge",
+        unset: Iterable[str] | None = None,
         wait: Literal[False] = False,
     ) -> JobAccepted: ...
 
@@ -178,6 +179,7 @@ class SyncDocumentsMixin(SyncBase):
         metadata: Mapping[str, Any],
         *,
         mode: Literal["merge", "replace"] = "merge",
+        unset: Iterable[str] | None = None,
         wait: Literal[True],
         on_progress: ProgressCallback | None = None,
         timeout: float | None = None,
@@ -190,14 +192,15 @@ class SyncDocumentsMixin(SyncBase):
         metadata: Mapping[str, Any],
         *,
         mode: Literal["merge", "replace"] = "merge",
+        unset: Iterable[str] | None = None,
         wait: bool = False,
         on_progress: ProgressCallback | None = None,
         timeout: float | None = None,
     ) -> JobAccepted | Job:
         """New metadata for a document without re-embedding it, through a job: `merge` updates the given keys (a
-        key set to None is stored as null), `replace` sets the whole metadata."""
+        key set to None is stored as null) and removes the `unset` keys, `replace` sets the whole metadata."""
         return self._submit(
-            document_calls.patch_document(collection, doc_id, metadata, mode), wait, on_progress, timeout
+            document_calls.patch_document(collection, doc_id, metadata, mode, unset), wait, on_progress, timeout
         )
 
     @overload

@@ -121,6 +121,10 @@ def test_patch_document_then_search_filters_and_count_see_it(client: VelaClient,
     job = client.patch_document(notes, "d5", {"only": True}, mode="replace", wait=True)
     assert isinstance(job, Job) and job.succeeded
     assert client.get_document(notes, "d5").metadata == {"only": True}
+    client.patch_document(notes, "d5", {"kept": 1}, unset=["only"], wait=True)  # Qdrant's delete_payload
+    assert client.get_document(notes, "d5").metadata == {"kept": 1}
+    with pytest.raises(TypeError, match="list of keys"):
+        client.patch_document(notes, "d5", {}, unset="kept")
 
 
 def test_patch_document_errors(client: VelaClient, notes: str) -> None:

@@ -48,6 +48,21 @@ def _tag(value: str) -> dict[str, Any]:
     return {"must": [{"key": "tag", "match": {"value": value}}]}
 
 
+def test_unset_removes_keys_as_qdrants_delete_payload(server: Server) -> None:
+    client, _ = server
+    name = "patch-unset"
+    meta = {"tag": "red", "year": 2020, "note": "x", "keep": True}
+    index(client, name, [{"id": "a", "text": "alpha", "metadata": meta}], schema={"fields": {"tag": "keyword"}})
+    job = _patch(client, name, "a", {"unset": ["tag", "note", "never-there"]})
+    assert job["status"] == "succeeded" and job["result"]["patched"] == 1
+    assert client.get(f"/collections/{name}/documents/a").json()["metadata"] == {"year": 2020, "keep": True}
+    assert _count(client, name, _tag("red")) == 0  # the committed index agrees: filters see the key gone
+    job = _patch(client, name, "a", {"metadata": {"tag": "blue"}, "unset": ["keep"]})  # set some, remove others
+    assert client.get(f"/collections/{name}/documents/a").json()["metadata"] == {"year": 2020, "tag": "blue"}
+    assert _count(client, name, _tag("blue")) == 1
+    assert _patch(client, name, "a", {"unset": ["keep"]})["result"]["unchanged"] == 1  # again: nothing to change
+
+
 @pytest.mark.parametrize("shards", [1, 3])
 def test_patch_changes_metadata_without_embedding_and_filters_see_it_after_its_job(
     server: Server, shards: int, monkeypatch: pytest.MonkeyPatch
@@ -136,7 +151,17 @@ def test_patch_refuses_bad_input_before_queueing_anything(server: Server) -> Non
     for _ in range(40):
         deep = {"d": deep}
     assert error({"metadata": deep})[:2] == (422, "invalid_request")
-    for body in ({"metadata": {}, "mode": "upsert"}, {"metadata": [1]}, {"metadata": {}, "extra": 1}, {}):
+    for body in (
+        {"metadata": {}, "mode": "upsert"},
+        {"metadata": [1]},
+        {"metadata": {}, "extra": 1},
+        {},
+        {"unset": []},
+        {"unset": ["year"], "mode": "replace"},  # replace drops what it does not give
+        {"metadata": {"year": 1}, "unset": ["year"]},  # set and removed: which?
+        {"unset": "year"},
+        {"unset": [""]},
+    ):
         assert error(body)[:2] == (422, "invalid_request"), body
     got = client.get(url).json()
     assert got["metadata"] == {"year": 2020, "blob": "x" * 40_000}  # nothing was written

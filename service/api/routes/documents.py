@@ -224,7 +224,9 @@ def patch_document(name: str, doc_id: str, body: PatchRequest, state: State, req
     """Change a document's metadata without re-embedding it (a job, like every write). Reads (GET, scroll) see
     the new metadata once the job has succeeded, and so do searches and counts: the job ends with a commit."""
     try:
-        job = submit_patch(state=state, collection=name, doc_id=doc_id, metadata=body.metadata, mode=body.mode)
+        job = submit_patch(
+            state=state, collection=name, doc_id=doc_id, metadata=body.metadata, mode=body.mode, unset=body.unset
+        )
     except CollectionNotFound as exc:
         raise not_found(name) from exc
     except DocumentNotFound as exc:
