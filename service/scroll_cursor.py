@@ -83,6 +83,8 @@ def scroll_position(cursor: str, ordering: Ordering | None) -> ScrollPosition:
         raise BadCursor(_NOT_OURS) from exc
     if direction not in ("asc", "desc") or not all(isinstance(x, str) for x in (field, kind, doc_id)):
         raise BadCursor(_NOT_OURS)
+    if any(not _unicode(x) for x in (field, kind, doc_id, value) if isinstance(x, str)):
+        raise BadCursor(_NOT_OURS)  # "\ud800" spelled in a hand-made cursor: no stored text holds one
     made = Ordering(field, kind, direction == "desc")
     if ordering is None or (made.field, made.descending) != (ordering.field, ordering.descending):
         raise BadCursor(f"cursor: made for {_spelled(made)}, not for {_spelled(ordering)}")
@@ -92,6 +94,16 @@ def scroll_position(cursor: str, ordering: Ordering | None) -> ScrollPosition:
             "start the scroll again"
         )
     return _key(value, ordering.kind), doc_id
+
+
+def _unicode(text: str) -> bool:
+    """Whether `text` is Unicode text: JSON's \\uXXXX escapes can spell a lone UTF-16 surrogate, which no id or
+    stored value holds and SQLite cannot take."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _key(value: Any, kind: str) -> Key | None:

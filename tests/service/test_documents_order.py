@@ -133,6 +133,9 @@ def test_cursors_are_bound_to_their_ordering_and_bad_orders_are_refused(server: 
     assert code == "invalid_cursor"
     deep = base64.urlsafe_b64encode(("o1\n" + "[" * 2000).encode()).decode()  # was a 500: RecursionError
     assert error({"order_by": "year", "cursor": deep})[0] == "invalid_cursor"
+    for spelled in ('["year","asc","integer",2003,"\\ud800"]', '["year","asc","integer",null,"\\udfff"]'):
+        lone = base64.urlsafe_b64encode(("o1\n" + spelled).encode()).decode()  # was a 500: UnicodeEncodeError
+        assert error({"order_by": "year", "cursor": lone})[0] == "invalid_cursor"
     spelled = "o1\n" + json.dumps(["year", "asc", "integer", 2003, "d00"])
     cursor = base64.urlsafe_b64encode(spelled.encode()).decode()
     got = client.get(url, params={"order_by": "year", "cursor": cursor, "limit": 1000}).json()["documents"]
