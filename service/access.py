@@ -64,20 +64,12 @@ def read_filter(access: Access, name: str, raw: Any, schema: dict[str, Any], pat
 
 
 def visible_only(
-    access: Access,
-    name: str,
-    schema: dict[str, Any],
-    docs: list[DocumentRecord],
-    missing: list[str],
-    *,
-    asked: list[str],
+    access: Access, name: str, schema: dict[str, Any], docs: list[DocumentRecord], *, asked: list[str]
 ) -> tuple[list[DocumentRecord], list[str]]:
-    """A many-document read's (found, not found) with the documents outside the token's filter moved to not found,
-    each list in the order asked."""
+    """A many-document read's (found, not found) with the documents outside the token's filter (if any) moved to
+    not found, each list in the order asked."""
     pin = pinned_filter(access, name, schema)
-    if pin is None:
-        return docs, missing
-    shown_docs = [d for d in docs if matches(pin, d.metadata, d.doc_id)]
+    shown_docs = docs if pin is None else [d for d in docs if matches(pin, d.metadata, d.doc_id)]
     found = {d.doc_id for d in shown_docs}
     return shown_docs, [d for d in dict.fromkeys(asked) if d not in found]
 
@@ -117,7 +109,7 @@ def cursor_seal(access: Access, name: str, schema: dict[str, Any]) -> tuple[Code
     HMAC, with a key derived from the token's signing key), so they say nothing and cannot be made by hand.
     Unpinned reads keep cursors as they are (both functions return their argument)."""
     grant = access.grant.reaches(name) if access.grant is not None else None
-    if pinned_filter(access, name, schema) is None or grant is None:
+    if grant is None or grant.filter is None:  # (the read's filter has parsed the pin already: see read_filter)
         return str, str
     # Bound to the collection (by the name the token uses) and the pin, besides the signing key: another
     # tenant's cursor, or one made for another collection, does not open.

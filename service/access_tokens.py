@@ -21,6 +21,9 @@ from typing import Annotated, Any, Literal
 import jwt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from indexing.filter_parser import parse_filter
+from indexing.filters import Bool, FilterError, Node
+
 MAX_GRANTS = 64  # collections a token may name
 MIN_SIGNING_KEY = 32  # bytes: HS256 keys shorter than its hash are guessable (RFC 7518 3.2); shorter keys sign none
 ACCESS_STATE = "vela_access"  # the key of a request's Access in its ASGI scope's state
@@ -72,10 +75,6 @@ class Access:
     grant: Grant | None = None
     signing_key: bytes = field(default=b"", repr=False)
 
-    @property
-    def full(self) -> bool:
-        return not self.read_only and self.grant is None
-
 
 FULL = Access()
 READ_ONLY = Access(read_only=True)
@@ -125,25 +124,29 @@ def verify(token: bytes, keys: Iterable[bytes]) -> Access:
     for g in parsed.access:
         if g.filter is not None and g.access == "rw":  # a filter bounds reads; which writes it allows is unclear
             raise TokenError(f"invalid token: collection {g.collection!r}: a filter is for read access ('r') only")
-        if g.filter is not None and _matches_everything(g.filter):
-            raise TokenError(f"invalid token: collection {g.collection!r}: its filter keeps nothing out")
+        if g.filter is not None:
+            try:  # its shape now; its fields' types against the collection's schema where it is used
+                pin = parse_filter(g.filter, None, "filter")
+            except FilterError as exc:
+                raise TokenError(f"invalid token: collection {g.collection!r}: {exc}") from exc
+            if _pins_nothing(pin):
+                raise TokenError(f"invalid token: collection {g.collection!r}: its filter keeps nothing out")
         if g.collection in grants:
             raise TokenError(f"invalid token: collection {g.collection!r} is named twice")
         grants[g.collection] = CollectionGrant(write=g.access == "rw", filter=g.filter)
     return Access(grant=Grant(grants), signing_key=signer)
 
 
-def _matches_everything(raw: Any) -> bool:
-    """A filter without a condition anywhere in it ({}, {"must": []}, nested empty clauses): a pin that pins
-    nothing, surely a mistake. Anything else is parsed against the collection's schema where it is used."""
-    if isinstance(raw, list):
-        return all(_matches_everything(x) for x in raw)
-    if not isinstance(raw, dict):
-        return False  # the parser will say what is wrong with it
-    if raw.get("must_not"):
-        return False  # excluding even an empty filter excludes everything: strict, not a pin that pins nothing
-    structure = {"must", "should", "must_not", "min_should", "conditions", "min_count"}
-    return set(raw) <= structure and all(_matches_everything(v) for k, v in raw.items() if k != "min_count")
+def _pins_nothing(node: Node | None) -> bool:
+    """A parsed filter without a condition anywhere in it ({}, {"must": []}, nested empty clauses): a pin that
+    pins nothing, surely a mistake. A `must_not` of one excludes everything: strict, not empty."""
+    if node is None:
+        return True
+    if not isinstance(node, Bool):
+        return False
+    if node.must_not:
+        return False
+    return all(_pins_nothing(c) for c in (*node.must, *node.should, *node.min_should))
 
 
 def mint(key: str, access: Literal["r", "rw"] | list[dict[str, Any]], *, expires_at: int | None = None) -> str:

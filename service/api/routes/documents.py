@@ -197,7 +197,7 @@ def read_documents(name: str, body: GetDocumentsRequest, state: State, access: R
     coll = _collection(state, name)
     docs, missing = get_documents(coll=coll, ids=body.ids, passages=body.passages)
     if access.grant is not None:  # those outside a scoped token's filter are reported as not found
-        docs, missing = visible_only(access, name, coll.settings.schema, docs, missing, asked=body.ids)
+        docs, missing = visible_only(access, name, coll.settings.schema, docs, asked=body.ids)
     advice = "ask for fewer documents at a time, or raise the limit"
     size = get_documents_size([document_size(d, passages=body.passages) for d in docs], missing)
     check_response_size(state.settings, size, advice=advice)
